@@ -1,0 +1,22 @@
+package toolrun
+
+import "sync/atomic"
+
+// Execution describes the active run of a thread, as seen by a tool
+// (ThreadState.Execution). It is safe for concurrent use.
+type Execution struct {
+	// StepCount is the number of completed model steps of this execution (0
+	// while the first response's tools run).
+	StepCount int
+	// Side is the acting side, "a" or "b" ("" for a bare executor run).
+	Side string
+
+	stopped atomic.Bool
+}
+
+// Stop ends the execution: the calls still queued in the running batch are
+// dropped without results, and no further model step starts.
+func (e *Execution) Stop() { e.stopped.Store(true) }
+
+// Stopped reports whether Stop was called.
+func (e *Execution) Stopped() bool { return e != nil && e.stopped.Load() }

@@ -1,0 +1,329 @@
+// Package schema turns Go argument types and JSON Schema documents into
+// compiled validators, and applies the defaults a schema declares.
+//
+// It wraps github.com/invopop/jsonschema (reflection) and
+// github.com/santhosh-tekuri/jsonschema/v6 (validation). Schemas are compiled
+// once, at registration; validation and defaulting never recompile.
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	reflector "github.com/invopop/jsonschema"
+	validator "github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Schema is a compiled JSON Schema together with the document advertised to
+// models. It is immutable and safe for concurrent use.
+type Schema struct {
+	doc      map[string]any
+	raw      json.RawMessage
+	compiled *validator.Schema
+	defaults bool // some subschema declares a default
+}
+
+// Issue is one failing location of a validation.
+type Issue struct {
+	Path    string // dot-joined instance path, "root" for the top level
+	Message string
+}
+
+func (i Issue) String() string { return "[" + i.Path + "] " + i.Message }
+
+// Doc returns the advertised document. Callers must not modify it.
+func (s *Schema) Doc() map[string]any { return s.doc }
+
+// JSON returns the advertised document encoded as JSON. Callers must not modify it.
+func (s *Schema) JSON() json.RawMessage { return s.raw }
+
+// HasDefaults reports whether any subschema declares a default value.
+func (s *Schema) HasDefaults() bool { return s.defaults }
+
+// ForType reflects the JSON Schema of t, which must be a struct type (or a
+// pointer to one). Recursive types are refused, since describing them needs
+// $ref, which models handle badly. Every object is closed
+// (additionalProperties false) and nothing is referenced: the schema is fully
+// inlined and carries no $schema or $id key.
+func ForType(t reflect.Type) (map[string]any, error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("argument type %s is not a struct: tool arguments are a JSON object", t)
+	}
+	if err := checkRecursion(t, nil); err != nil {
+		return nil, err
+	}
+	r := &reflector.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
+	s := r.ReflectFromType(t)
+	s.Version = ""
+	s.ID = ""
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("argument type %s: %w", t, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("argument type %s: %w", t, err)
+	}
+	stripKeys(doc)
+	return doc, nil
+}
+
+// stripKeys removes keys that models must not see, at every level.
+func stripKeys(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		delete(x, "$schema")
+		delete(x, "$id")
+		for _, c := range x {
+			stripKeys(c)
+		}
+	case []any:
+		for _, c := range x {
+			stripKeys(c)
+		}
+	}
+}
+
+// checkRecursion walks t's exported fields and fails when a struct type
+// contains itself, directly or through pointers, slices, arrays or maps.
+func checkRecursion(t reflect.Type, stack []reflect.Type) error {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array || t.Kind() == reflect.Map {
+		if t.Kind() == reflect.Map {
+			if err := checkRecursion(t.Key(), stack); err != nil {
+				return err
+			}
+		}
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	for i, s := range stack {
+		if s == t {
+			path := make([]string, 0, len(stack)-i+1)
+			for _, p := range stack[i:] {
+				path = append(path, p.String())
+			}
+			path = append(path, t.String())
+			return fmt.Errorf("argument type %s is recursive (%s): recursive types need $ref, which toolrun does not generate", stack[0], strings.Join(path, " -> "))
+		}
+	}
+	stack = append(stack, t)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() && !f.Anonymous {
+			continue
+		}
+		if tag := f.Tag.Get("json"); tag == "-" {
+			continue
+		}
+		if err := checkRecursion(f.Type, stack); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noLoader refuses every $ref that is not inside the document itself.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("loading %s refused: remote and file $ref are not allowed", url)
+}
+
+// Compile compiles doc, a JSON Schema document (a map, or JSON text as
+// []byte or json.RawMessage). Remote and file references are refused.
+func Compile(name string, doc any) (*Schema, error) {
+	var raw []byte
+	switch d := doc.(type) {
+	case json.RawMessage:
+		raw = d
+	case []byte:
+		raw = d
+	case string:
+		raw = []byte(d)
+	default:
+		b, err := json.Marshal(d)
+		if err != nil {
+			return nil, fmt.Errorf("schema is not JSON-encodable: %w", err)
+		}
+		raw = b
+	}
+	parsed, err := validator.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema is not valid JSON: %w", err)
+	}
+	obj, ok := parsed.(map[string]any)
+	if !ok {
+		return nil, errors.New("schema must be a JSON object")
+	}
+	if t, ok := obj["type"]; ok && t != "object" {
+		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
+	}
+	c := validator.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.DefaultDraft(validator.Draft2020)
+	loc := "urn:toolrun:schema:" + name
+	if err := c.AddResource(loc, parsed); err != nil {
+		return nil, err
+	}
+	compiled, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schema does not compile: %w", err)
+	}
+	var adv map[string]any
+	if err := json.Unmarshal(raw, &adv); err != nil {
+		return nil, err
+	}
+	stripKeys(adv)
+	advRaw, err := json.Marshal(adv)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{doc: adv, raw: advRaw, compiled: compiled, defaults: hasDefaults(compiled, map[*validator.Schema]bool{})}, nil
+}
+
+func hasDefaults(s *validator.Schema, seen map[*validator.Schema]bool) bool {
+	if s == nil || seen[s] {
+		return false
+	}
+	seen[s] = true
+	for _, p := range s.Properties {
+		if p.Default != nil || hasDefaults(p, seen) {
+			return true
+		}
+	}
+	for _, sub := range s.AllOf {
+		if hasDefaults(sub, seen) {
+			return true
+		}
+	}
+	if hasDefaults(s.Items2020, seen) {
+		return true
+	}
+	return hasDefaults(s.Ref, seen)
+}
+
+var printer = message.NewPrinter(language.English)
+
+// Validate checks v, a value decoded by [Decode], and returns every failing
+// location, sorted by path then message. It returns nil when v is valid.
+func (s *Schema) Validate(v any) []Issue {
+	err := s.compiled.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *validator.ValidationError
+	if !errors.As(err, &ve) {
+		return []Issue{{Path: "root", Message: err.Error()}}
+	}
+	var out []Issue
+	collect(ve, &out)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Message < out[j].Message
+	})
+	// Drop exact duplicates (alternatives of a combinator can repeat a leaf).
+	dedup := out[:0]
+	for i, is := range out {
+		if i > 0 && is == out[i-1] {
+			continue
+		}
+		dedup = append(dedup, is)
+	}
+	return dedup
+}
+
+func collect(e *validator.ValidationError, out *[]Issue) {
+	if len(e.Causes) > 0 {
+		for _, c := range e.Causes {
+			collect(c, out)
+		}
+		return
+	}
+	path := "root"
+	if len(e.InstanceLocation) > 0 {
+		path = strings.Join(e.InstanceLocation, ".")
+	}
+	*out = append(*out, Issue{Path: path, Message: e.ErrorKind.LocalizedString(printer)})
+}
+
+// Decode parses JSON text into the generic form Validate expects (numbers
+// are kept as json.Number, so no precision is lost).
+func Decode(b []byte) (any, error) {
+	return validator.UnmarshalJSON(bytes.NewReader(b))
+}
+
+// ApplyDefaults fills in, inside v, every missing object property whose
+// schema declares a default, at any depth reached through properties, allOf,
+// items and $ref. It reports whether it changed anything.
+func (s *Schema) ApplyDefaults(v any) bool {
+	if !s.defaults {
+		return false
+	}
+	return applyDefaults(s.compiled, v, 0)
+}
+
+func applyDefaults(s *validator.Schema, v any, depth int) bool {
+	if s == nil || depth > 64 {
+		return false
+	}
+	changed := false
+	if s.Ref != nil {
+		changed = applyDefaults(s.Ref, v, depth+1) || changed
+	}
+	for _, sub := range s.AllOf {
+		changed = applyDefaults(sub, v, depth+1) || changed
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for name, p := range s.Properties {
+			cur, ok := x[name]
+			if !ok {
+				if p.Default != nil {
+					x[name] = deepCopy(*p.Default)
+					changed = true
+				}
+				continue
+			}
+			changed = applyDefaults(p, cur, depth+1) || changed
+		}
+	case []any:
+		if s.Items2020 != nil {
+			for _, el := range x {
+				changed = applyDefaults(s.Items2020, el, depth+1) || changed
+			}
+		}
+	}
+	return changed
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, c := range x {
+			m[k] = deepCopy(c)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, c := range x {
+			a[i] = deepCopy(c)
+		}
+		return a
+	}
+	return v
+}

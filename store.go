@@ -1,0 +1,202 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is everything toolrun persists: threads, their messages, key-value
+// values, environment variables, files and the registry of child threads.
+// Implementations must be safe for concurrent use and must make every
+// operation that reports success durable to the degree they document.
+//
+// Three implementations exist: [NewMemoryStore] (the default, in process),
+// store/sqlite (durable, one machine) and store/postgres (several instances
+// sharing one database). Package store/storetest checks a new implementation
+// against the rules documented here; run it from your store's tests.
+//
+// Paths given to FileStore methods are clean absolute paths (see
+// [CleanPath]); thread ids, keys and names are opaque non-empty strings.
+type Store interface {
+	ThreadStore
+	MessageStore
+	ValueStore
+	EnvStore
+	FileStore
+	ChildStore
+}
+
+// Thread is a conversation: the unit that owns messages, values, env, files
+// and children.
+type Thread struct {
+	ID       string `json:"id"`
+	AgentID  string `json:"agent_id,omitempty"`  // the thread's current agent
+	UserID   string `json:"user_id,omitempty"`   // "" when the thread has no user
+	ParentID string `json:"parent_id,omitempty"` // "" for a root thread
+	// Properties are free-form JSON values, such as a subagent's initial arguments.
+	Properties map[string]any `json:"properties,omitempty"`
+	Tags       []string       `json:"tags,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	// TerminatedAt is zero until the thread is terminated; a terminated thread
+	// takes no new work.
+	TerminatedAt time.Time `json:"terminated_at,omitzero"`
+}
+
+// ThreadStore keeps thread records.
+type ThreadStore interface {
+	// CreateThread stores a new thread. It fails with ErrThreadExists when the
+	// id is taken. A zero CreatedAt is set to the current time.
+	CreateThread(ctx context.Context, t *Thread) error
+	// GetThread returns the thread, or ErrNotFound.
+	GetThread(ctx context.Context, id string) (*Thread, error)
+	// UpdateThread replaces the stored record of t.ID (every field but ID and
+	// CreatedAt), or fails with ErrNotFound.
+	UpdateThread(ctx context.Context, t *Thread) error
+}
+
+// Order is the order of a message query.
+type Order string
+
+// Message orders (reference F3).
+const (
+	// OrderDefault selects the newest Limit rows and returns them oldest first.
+	OrderDefault Order = ""
+	// OrderDesc selects the newest Limit rows and returns them newest first.
+	OrderDesc Order = "desc"
+	// OrderAsc selects the oldest Limit rows and returns them oldest first.
+	OrderAsc Order = "asc"
+)
+
+// MessageQuery selects messages of one thread.
+type MessageQuery struct {
+	// Limit caps the number of rows returned; 0 means no cap.
+	Limit int
+	// Offset skips rows from the end the order selects from: the newest rows
+	// for OrderDefault and OrderDesc, the oldest for OrderAsc.
+	Offset int
+	Order  Order
+	// IncludeSilent includes silent rows, which are left out by default.
+	IncludeSilent bool
+	// MaxDepth keeps rows with Depth ≤ MaxDepth (0: the top level only). A
+	// negative value keeps every depth.
+	MaxDepth int
+}
+
+// MessagePage is the answer to a MessageQuery.
+type MessagePage struct {
+	Messages []Message
+	// Total counts every row that matches the query's filters (depth,
+	// silence), ignoring Limit and Offset.
+	Total int
+	// HasMore reports whether rows matching the filters lie beyond this page.
+	HasMore bool
+}
+
+// MessageStore keeps the messages of threads.
+type MessageStore interface {
+	// AppendMessages appends msgs to the thread, in order, all or nothing.
+	// It assigns each message's Seq (strictly increasing per thread), an ID
+	// when empty, ThreadID, and CreatedAt when zero, writing them back into
+	// msgs. It fails with ErrNotFound when the thread does not exist, and with
+	// ErrDuplicateToolResult when a RoleTool message names a ToolCallID that
+	// already has a stored tool result on the thread (or twice within msgs).
+	AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error
+	// ListMessages answers q for the thread; an unknown thread has no messages.
+	ListMessages(ctx context.Context, threadID string, q MessageQuery) (MessagePage, error)
+	// ToolResult returns the stored tool-result message for a tool-call id,
+	// or ErrNotFound.
+	ToolResult(ctx context.Context, threadID, toolCallID string) (*Message, error)
+}
+
+// ValueStore keeps a thread's key-value store (ThreadState.Value/SetValue).
+// Values are JSON documents.
+type ValueStore interface {
+	// GetValue returns the value, or ErrNotFound.
+	GetValue(ctx context.Context, threadID, key string) (json.RawMessage, error)
+	// SetValue stores value under key; a nil value or JSON null deletes the key.
+	SetValue(ctx context.Context, threadID, key string, value json.RawMessage) error
+}
+
+// EnvScope says whose environment an EnvStore entry belongs to.
+type EnvScope string
+
+// Env scopes persisted by stores. Agent and prompt defaults live on their
+// definitions; the runtime-instance env lives in the executor's options.
+const (
+	ScopeThread EnvScope = "thread"
+	ScopeUser   EnvScope = "user"
+)
+
+// EnvValue is a stored environment value and its display type.
+type EnvValue struct {
+	Value string  `json:"value"`
+	Type  VarType `json:"type"`
+}
+
+// EnvStore keeps environment variables of threads and of user accounts.
+type EnvStore interface {
+	// GetEnv returns the value, or ErrNotFound.
+	GetEnv(ctx context.Context, scope EnvScope, ownerID, name string) (EnvValue, error)
+	// SetEnv stores (or replaces) the value.
+	SetEnv(ctx context.Context, scope EnvScope, ownerID, name string, v EnvValue) error
+	// DeleteEnv removes the value; removing a missing one is not an error.
+	DeleteEnv(ctx context.Context, scope EnvScope, ownerID, name string) error
+	// ListEnv returns every value of the owner (an empty map when none).
+	ListEnv(ctx context.Context, scope EnvScope, ownerID string) (map[string]EnvValue, error)
+}
+
+// FileInfo describes a thread file.
+type FileInfo struct {
+	Path      string    `json:"path"`
+	MimeType  string    `json:"mimeType"`
+	Size      int64     `json:"size"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FileStore keeps the files of threads. Paths are clean absolute paths.
+type FileStore interface {
+	// WriteFile creates or replaces the file. A replaced file keeps its CreatedAt.
+	WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (FileInfo, error)
+	// ReadFile returns the file's bytes (never nil for an existing file), or ErrNotFound.
+	ReadFile(ctx context.Context, threadID, path string) ([]byte, FileInfo, error)
+	// StatFile returns the file's info, or ErrNotFound.
+	StatFile(ctx context.Context, threadID, path string) (FileInfo, error)
+	// ListFiles returns every file whose path is dir or lies below dir, sorted by path.
+	ListFiles(ctx context.Context, threadID, dir string) ([]FileInfo, error)
+	// DeleteFile removes the file, or fails with ErrNotFound.
+	DeleteFile(ctx context.Context, threadID, path string) error
+}
+
+// ChildEntry is one line of a thread's child registry: a subagent thread it
+// created.
+type ChildEntry struct {
+	ParentID     string `json:"parent_id"`
+	Reference    string `json:"reference"` // the child thread's id
+	Relationship string `json:"relationship"`
+	Owner        string `json:"owner"` // the owning side: "a" or "b"
+	Agent        string `json:"agent"`
+	Name         string `json:"name"`
+	Description  string `json:"description,omitempty"`
+	Blocking     bool   `json:"blocking"`
+	Hidden       bool   `json:"hidden,omitempty"`
+	// ParentCommunication is "implicit" (default) or "explicit".
+	ParentCommunication string `json:"parent_communication,omitempty"`
+	// Status is running, idle, failed, awaiting_human, terminated, or free text.
+	Status           string         `json:"status"`
+	InitialArguments map[string]any `json:"initial_arguments,omitempty"`
+	CreatedAt        time.Time      `json:"created_at"`
+	UpdatedAt        time.Time      `json:"updated_at"`
+}
+
+// ChildStore keeps the child registry of threads.
+type ChildStore interface {
+	// PutChild creates or replaces the entry (ParentID, Reference). A zero
+	// CreatedAt is set on creation and kept on replacement.
+	PutChild(ctx context.Context, e ChildEntry) error
+	// Child returns one entry, or ErrNotFound.
+	Child(ctx context.Context, parentID, reference string) (ChildEntry, error)
+	// Children returns the parent's entries in creation order.
+	Children(ctx context.Context, parentID string) ([]ChildEntry, error)
+}

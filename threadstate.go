@@ -1,0 +1,151 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// ThreadState is what a running tool sees of its thread (the spec's
+// ThreadState): identity, execution info, the key-value store, the env
+// chain, other tools, messages, events, files and the code sandbox.
+//
+// Implementations: the executor hands each call its own ThreadState, valid
+// for the duration of Execute (do not keep it after Execute returns); the
+// toolruntest package provides a fake for unit tests of tools. The
+// interface may grow: embed an existing implementation rather than writing
+// one from scratch if you need to wrap it (for example to add logging).
+//
+// A ThreadState is safe for concurrent use by the goroutines of one tool
+// call; QueueTool and InvokeTool act on the calling tool's batch.
+type ThreadState interface {
+	// ThreadID is the id of the thread the call runs on.
+	ThreadID() string
+	// AgentID is the thread's current agent ("" for a bare executor run).
+	AgentID() string
+	// UserID is the thread's user ("" when it has none).
+	UserID() string
+	// Execution describes the active run, or is nil outside one.
+	Execution() *Execution
+
+	// Value decodes the JSON value stored under key into dst and reports
+	// whether it exists.
+	Value(ctx context.Context, key string, dst any) (found bool, err error)
+	// SetValue stores v (JSON-encodable) under key; nil deletes the key.
+	SetValue(ctx context.Context, key string, v any) error
+
+	// Env resolves name through the env chain: thread env, agent defaults,
+	// prompt defaults, user-account env, runtime-instance env. It returns
+	// ErrVariableNotFound when no link resolves it. "" counts as a value.
+	Env(ctx context.Context, name string) (string, error)
+	// EnvType returns the display type of the value Env would return
+	// (VarSecret when unresolved).
+	EnvType(ctx context.Context, name string) (VarType, error)
+	// SetEnv stores name in the thread env with type t ("" keeps the stored
+	// type, or VarSecret for a new name).
+	SetEnv(ctx context.Context, name, value string, t VarType) error
+
+	// QueueTool appends a call of name to the tail of the running batch (it
+	// runs after the calls already queued). args is anything JSON-encodable
+	// (json.RawMessage and string are taken as JSON text). It returns an error
+	// wrapping ErrNotDeclared when the running tool's uses list does not name
+	// the target, and queues nothing then.
+	QueueTool(name string, args any) error
+	// InvokeTool runs name now through the full pipeline (validation,
+	// variables, uses) and returns its result. Nothing is persisted and no
+	// hooks fire. A target outside the running tool's uses list gives an
+	// error result.
+	InvokeTool(ctx context.Context, name string, args any) Result
+
+	// InjectMessage persists m on the thread without triggering execution.
+	InjectMessage(ctx context.Context, m Message) error
+	// Messages returns the thread's history (reference getMessages): by
+	// default the newest 100 top-level, non-silent messages, oldest first.
+	Messages(ctx context.Context, opts *MessagesOptions) (MessagePage, error)
+	// Emit sends a custom event to the thread's subscribers.
+	Emit(event string, data any)
+
+	// WriteFile creates or replaces a thread file.
+	WriteFile(ctx context.Context, path string, data []byte, mimeType string) (FileInfo, error)
+	// ReadFile returns a thread file's bytes, or an error wrapping ErrNotFound.
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+	// StatFile describes a thread file, or returns an error wrapping ErrNotFound.
+	StatFile(ctx context.Context, path string) (FileInfo, error)
+	// ListFiles lists the files at or below dir, sorted by path.
+	ListFiles(ctx context.Context, dir string) ([]FileInfo, error)
+	// DeleteFile removes a thread file, or returns an error wrapping ErrNotFound.
+	DeleteFile(ctx context.Context, path string) error
+
+	// RunCode starts model- or user-authored JavaScript or TypeScript in the
+	// sandbox and returns its handle at once. Cancelling ctx terminates it.
+	RunCode(ctx context.Context, source string, opts *CodeOptions) *CodeRun
+}
+
+// MessagesOptions selects messages for ThreadState.Messages. The zero value
+// (or nil) asks for the newest 100 top-level, non-silent messages, oldest first.
+type MessagesOptions struct {
+	Limit         int // 0 means 100
+	Offset        int
+	Order         Order
+	IncludeSilent bool
+	MaxDepth      int // 0: the top level only; negative: every depth
+}
+
+func (o *MessagesOptions) query() MessageQuery {
+	if o == nil {
+		return MessageQuery{Limit: 100}
+	}
+	q := MessageQuery{Limit: o.Limit, Offset: o.Offset, Order: o.Order, IncludeSilent: o.IncludeSilent, MaxDepth: o.MaxDepth}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	return q
+}
+
+// Event is a thread event delivered to subscribers: tool_call_started,
+// tool_call_done, and the custom events tools send with Emit.
+type Event struct {
+	ThreadID  string    `json:"thread_id"`
+	Type      string    `json:"type"`
+	Data      any       `json:"data,omitempty"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// ToolCallStarted is the data of a tool_call_started event and hook.
+type ToolCallStarted struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Progress is the call's progress argument, when the tool has one and
+	// the model produced it as a string.
+	Progress *string `json:"progress,omitempty"`
+	// Arguments are the argument text streamed so far (possibly partial).
+	Arguments string `json:"-"`
+}
+
+// ToolCallDone is the data of a tool_call_done event and hook.
+type ToolCallDone struct {
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	// Result is the call's result, before it is shaped for storage.
+	Result Result `json:"-"`
+}
+
+// rawArgs turns the args of QueueTool/InvokeTool into JSON text.
+func rawArgs(args any) (string, error) {
+	switch a := args.(type) {
+	case nil:
+		return "{}", nil
+	case json.RawMessage:
+		return string(a), nil
+	case []byte:
+		return string(a), nil
+	case string:
+		return a, nil
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
