@@ -76,7 +76,7 @@ func notDeclaredMessage(name string, allowed []string) string {
 
 type notDeclaredError struct{ msg string }
 
-func (e *notDeclaredError) Error() string { return e.msg }
+func (e *notDeclaredError) Error() string        { return e.msg }
 func (e *notDeclaredError) Is(target error) bool { return target == ErrNotDeclared }
 
 func joinComma(s []string) string {

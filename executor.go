@@ -1,0 +1,671 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolrun/toolrun/internal/schema"
+)
+
+// ExecutorOptions configures an Executor. The zero value (or nil) is valid:
+// an in-memory store, no instance env, no logging, no hooks, no code runner.
+type ExecutorOptions struct {
+	// Store persists threads, messages and everything else. nil means a new
+	// MemoryStore.
+	Store Store
+	// Env is the runtime-instance environment: the last link of the env
+	// chain. Values without a Type are secret.
+	Env map[string]EnvValue
+	// Logger receives the executor's logs (secrets redacted). nil discards them.
+	Logger *slog.Logger
+	// Hooks are called around tool calls.
+	Hooks Hooks
+	// CodeRunner runs ThreadState.RunCode. nil means a runner that answers
+	// every run with a link_error saying that none is configured.
+	CodeRunner CodeRunner
+}
+
+// Executor runs the tool calls of a thread: strictly one at a time, in
+// order, each result persisted as a tool message before the next call
+// starts. A tool failure is data — an error result stored like any other —
+// never a Go error from Run. An Executor is safe for concurrent use; batches
+// of one thread are serialised, batches of different threads run in parallel.
+type Executor struct {
+	reg   *Registry
+	store Store
+	env   map[string]EnvValue
+	log   *slog.Logger
+	hooks Hooks
+	code  CodeRunner
+	ev    events
+	locks keyedMutex
+}
+
+// NewExecutor returns an executor of the tools registered in reg.
+func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
+	if opts == nil {
+		opts = &ExecutorOptions{}
+	}
+	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner}
+	if e.store == nil {
+		e.store = NewMemoryStore()
+	}
+	if e.log == nil {
+		e.log = discardLogger
+	}
+	if e.code == nil {
+		e.code = defaultCodeRunner()
+	}
+	e.env = make(map[string]EnvValue, len(opts.Env))
+	for k, v := range opts.Env {
+		if v.Type == "" {
+			v.Type = VarSecret
+		}
+		e.env[k] = v
+	}
+	return e
+}
+
+// Store returns the executor's store.
+func (e *Executor) Store() Store { return e.store }
+
+// Registry returns the executor's registry.
+func (e *Executor) Registry() *Registry { return e.reg }
+
+// Subscribe calls fn with every event of threadID ("" for every thread):
+// tool_call_started, tool_call_done and the events tools Emit. fn runs
+// synchronously on the emitting goroutine and must not block. Call the
+// returned function to unsubscribe.
+func (e *Executor) Subscribe(threadID string, fn func(Event)) (unsubscribe func()) {
+	return e.ev.subscribe(threadID, fn)
+}
+
+// Outcome is what became of one call of a batch.
+type Outcome struct {
+	Call ToolCall
+	// Result is the tool's result with secrets redacted.
+	Result Result
+	// Message is the stored tool-result message.
+	Message *Message
+	// Queued reports that a tool queued the call with QueueTool.
+	Queued bool
+	// Resumed reports that the call's result was already stored, so the
+	// call was not executed again (a batch resumed after a crash).
+	Resumed bool
+}
+
+// Run executes calls on the thread threadID, creating the thread when it
+// does not exist. Calls run in order, then the calls tools queued, FIFO;
+// each result is stored before the next call starts. Run returns the
+// outcomes of the calls that ran. Its error is non-nil only when the store
+// failed (a *StoreError: the batch stopped there), a tool aborted the run
+// (wrapping ErrAbort: its result is stored, the rest did not run), or ctx
+// ended (the calls after that point did not run).
+func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
+	unlock := e.locks.lock(threadID)
+	defer unlock()
+	b, err := e.newBatch(ctx, threadID, true)
+	if err != nil {
+		return nil, err
+	}
+	return e.runBatch(ctx, b, calls)
+}
+
+// batch is the state of one run of calls on a thread.
+type batch struct {
+	threadID string
+	thread   *Thread
+
+	// Set by the runtime; zero for a bare Executor.Run.
+	offered   map[string]bool // allowed-tools gate for model calls; nil: no gate
+	exec      *Execution
+	agentEnv  map[string]string
+	promptEnv map[string]string
+	prompt    string
+	parentID  string
+	depth     int
+	started   map[string]bool // calls whose tool_call_started already fired
+
+	mu      sync.Mutex
+	queue   []pending
+	env     map[string]EnvValue // thread env cache
+	userEnv map[string]EnvValue
+	abort   error
+}
+
+type pending struct {
+	call   ToolCall
+	queued bool
+}
+
+func (e *Executor) newBatch(ctx context.Context, threadID string, create bool) (*batch, error) {
+	th, err := e.store.GetThread(ctx, threadID)
+	if errors.Is(err, ErrNotFound) && create {
+		th = &Thread{ID: threadID}
+		if err = e.store.CreateThread(ctx, th); errors.Is(err, ErrThreadExists) {
+			th, err = e.store.GetThread(ctx, threadID)
+		}
+	}
+	if err != nil {
+		return nil, &StoreError{Op: "load thread " + threadID, Err: err}
+	}
+	b := &batch{threadID: threadID, thread: th}
+	if b.env, err = e.store.ListEnv(ctx, ScopeThread, threadID); err != nil {
+		return nil, &StoreError{Op: "load thread env", Err: err}
+	}
+	if th.UserID != "" {
+		if b.userEnv, err = e.store.ListEnv(ctx, ScopeUser, th.UserID); err != nil {
+			return nil, &StoreError{Op: "load user env", Err: err}
+		}
+	}
+	return b, nil
+}
+
+func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall) ([]Outcome, error) {
+	if !b.thread.TerminatedAt.IsZero() {
+		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
+	}
+	b.mu.Lock()
+	for _, c := range calls {
+		b.queue = append(b.queue, pending{call: c})
+	}
+	b.mu.Unlock()
+	outcomes := make([]Outcome, 0, len(calls))
+	for i := 0; ; i++ {
+		b.mu.Lock()
+		if i >= len(b.queue) {
+			b.queue = b.queue[:0]
+			b.mu.Unlock()
+			return outcomes, nil
+		}
+		p := b.queue[i]
+		b.mu.Unlock()
+		if b.exec.Stopped() {
+			// Stop() drops the rest of the queue without results (reference E4).
+			return outcomes, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return outcomes, err
+		}
+		out, err := e.runCall(ctx, b, p)
+		if out.Message != nil {
+			outcomes = append(outcomes, out)
+		}
+		if err != nil {
+			return outcomes, err
+		}
+		if b.abort != nil {
+			return outcomes, b.abort
+		}
+	}
+}
+
+// runCall runs one call of a batch and stores its result.
+func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, error) {
+	c := p.call
+	out := Outcome{Call: c, Queued: p.queued}
+	if c.ID == "" {
+		c.ID = newID("call")
+		out.Call.ID = c.ID
+	} else if m, err := e.store.ToolResult(ctx, b.threadID, c.ID); err == nil {
+		out.Message, out.Resumed = m, true
+		out.Result = resultOf(m)
+		return out, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return out, &StoreError{Op: "look up tool result " + c.ID, Err: err}
+	}
+
+	var res Result
+	if b.offered != nil && !p.queued && !b.offered[c.Name] {
+		// The allowed-tools gate: no hooks fire for a refused call (reference E7).
+		res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
+	} else {
+		e.fireStarted(ctx, b, c)
+		var abort error
+		res, abort = e.execute(ctx, b, nil, c.Name, c.Arguments)
+		if abort != nil {
+			b.abort = abort
+		}
+		e.fireDone(ctx, b, c, res)
+	}
+
+	red := e.redactor(b)
+	msg, res := e.shape(ctx, b, c, res, red)
+	if p.queued {
+		msg.Metadata[MetaQueued] = true
+		msg.Metadata[MetaArguments] = red.String(c.Arguments)
+	}
+	if err := e.store.AppendMessages(ctx, b.threadID, msg); err != nil {
+		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
+	}
+	out.Result, out.Message = res, msg
+	if res.IsError() {
+		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
+	}
+	return out, nil
+}
+
+// resultOf rebuilds a Result from a stored tool message.
+func resultOf(m *Message) Result {
+	r := Result{Status: m.ToolStatus, Refs: m.Attachments, SubagentID: m.SubagentID}
+	if m.ToolStatus == StatusError {
+		r.Error = m.Content
+	} else {
+		r.Result = m.Content
+	}
+	if code, ok := m.Metadata[MetaErrorCode].(string); ok {
+		r.ErrorCode = code
+	}
+	if data, ok := m.Metadata[MetaErrorData].(map[string]any); ok {
+		r.ErrorData = data
+	}
+	return r
+}
+
+// execute runs name through the pipeline — resolve, parse, validate, apply
+// defaults, check required variables, apply the uses list, call with panics
+// recovered — and returns the normalised result. It stores nothing. abort is
+// non-nil when the tool asked to abort the run.
+func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, name, args string) (res Result, abort error) {
+	ns := ""
+	if caller != nil && caller.tool != nil {
+		ns = caller.tool.namespace
+	}
+	ent := e.reg.lookup(name, ns)
+	if ent == nil || ent.tool == nil {
+		return Result{Status: StatusError, Error: "Tool not found: " + name}, nil
+	}
+	t := ent.tool
+	raw, res, ok := prepareArgs(t.schema, args)
+	if !ok {
+		return res, nil
+	}
+	if missing := e.missingVariables(b, t.variables); len(missing) > 0 {
+		return Result{
+			Status:    StatusError,
+			Error:     "Missing required variables: " + joinComma(missing),
+			ErrorCode: "missing_variables",
+			ErrorData: map[string]any{"missing": toAnySlice(missing)},
+		}, nil
+	}
+	st := &callState{e: e, b: b, tool: t}
+	return callTool(ctx, t, st, raw)
+}
+
+// prepareArgs parses, validates and defaults the argument text. It returns
+// the JSON handed to the tool, or an error result and false.
+func prepareArgs(s *schema.Schema, args string) ([]byte, Result, bool) {
+	text := strings.TrimSpace(args)
+	if text == "" {
+		text = "{}"
+	}
+	raw := []byte(text)
+	v, err := schema.Decode(raw)
+	if err != nil {
+		return nil, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false
+	}
+	if s == nil {
+		return raw, Result{}, true
+	}
+	if issues := s.Validate(v); len(issues) > 0 {
+		var sb strings.Builder
+		sb.WriteString("Tool argument validation failed: ")
+		for i, is := range issues {
+			if i > 0 {
+				sb.WriteString("; ")
+			}
+			sb.WriteString(is.String())
+		}
+		return nil, Result{Status: StatusError, Error: sb.String(), ErrorCode: "invalid_arguments"}, false
+	}
+	if s.ApplyDefaults(v) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, Result{Status: StatusError, Error: "Tool arguments could not be re-encoded after applying defaults: " + err.Error()}, false
+		}
+		raw = b
+	}
+	return raw, Result{}, true
+}
+
+// callTool calls the tool's Execute with panics recovered and normalises
+// what it returned.
+func callTool(ctx context.Context, t *funcTool, st *callState, raw []byte) (res Result, abort error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Status: StatusError, Error: fmt.Sprintf("tool panicked: %v", p), Stack: string(debug.Stack())}
+			abort = nil
+		}
+	}()
+	r, err := t.call(ctx, st, raw)
+	if err != nil {
+		r = Result{Status: StatusError, Error: err.Error(), Attachments: r.Attachments, Refs: r.Refs}
+		var coded interface{ Code() string }
+		if errors.As(err, &coded) {
+			r.ErrorCode = coded.Code()
+		}
+		if errors.Is(err, ErrAbort) {
+			abort = err
+		}
+	}
+	if r.Status != StatusError {
+		r.Status = StatusSuccess
+	} else if r.Error == "" {
+		r.Error = r.Result
+	}
+	return r, abort
+}
+
+func (e *Executor) missingVariables(b *batch, vars []Variable) []string {
+	var missing []string
+	for _, v := range vars {
+		if !v.Required {
+			continue
+		}
+		if _, _, ok := e.resolveEnv(b, v.Name); !ok {
+			missing = append(missing, v.Name)
+		}
+	}
+	return missing
+}
+
+// resolveEnv walks the env chain (spec: thread, agent defaults, prompt
+// defaults, user account, runtime instance).
+func (e *Executor) resolveEnv(b *batch, name string) (string, VarType, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.env[name]; ok {
+		return v.Value, typeOr(v.Type), true
+	}
+	if v, ok := b.agentEnv[name]; ok {
+		return v, VarSecret, true
+	}
+	if v, ok := b.promptEnv[name]; ok {
+		return v, VarSecret, true
+	}
+	if v, ok := b.userEnv[name]; ok {
+		return v.Value, typeOr(v.Type), true
+	}
+	if v, ok := e.env[name]; ok {
+		return v.Value, typeOr(v.Type), true
+	}
+	return "", VarSecret, false
+}
+
+func typeOr(t VarType) VarType {
+	if t == "" {
+		return VarSecret
+	}
+	return t
+}
+
+// redactor collects every secret value the thread knows.
+func (e *Executor) redactor(b *batch) redactor {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	secrets := map[string]string{}
+	add := func(name, value string, t VarType) {
+		if typeOr(t) == VarSecret && value != "" {
+			if _, ok := secrets[name]; !ok {
+				secrets[name] = value
+			}
+		}
+	}
+	for k, v := range b.env {
+		add(k, v.Value, v.Type)
+	}
+	for k, v := range b.agentEnv {
+		add(k, v, VarSecret)
+	}
+	for k, v := range b.promptEnv {
+		add(k, v, VarSecret)
+	}
+	for k, v := range b.userEnv {
+		add(k, v.Value, v.Type)
+	}
+	for k, v := range e.env {
+		add(k, v.Value, v.Type)
+	}
+	if len(secrets) == 0 {
+		return redactor{}
+	}
+	// A name may be shadowed in the chain while an outer value is still a
+	// secret known to the thread: redact those values too.
+	for k, v := range b.env {
+		if typeOr(v.Type) == VarSecret {
+			secrets[k] = v.Value
+		}
+	}
+	return newRedactor(secrets)
+}
+
+// shape turns a result into the tool-result message to store: attachments
+// written as thread files, content texts, metadata, secrets redacted.
+func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, red redactor) (*Message, Result) {
+	refs := append([]AttachmentRef(nil), res.Refs...)
+	for _, a := range res.Attachments {
+		ref, err := e.writeAttachment(ctx, b.threadID, a)
+		if err != nil {
+			e.log.WarnContext(ctx, "toolrun: attachment skipped", "thread", b.threadID, "tool", c.Name, "name", a.Name, "error", red.String(err.Error()))
+			continue
+		}
+		refs = append(refs, ref)
+	}
+	res.Attachments = nil
+	res.Refs = refs
+
+	res.Result = red.String(res.Result)
+	res.Error = red.String(res.Error)
+	res.Stack = red.String(res.Stack)
+	if res.ErrorData != nil {
+		res.ErrorData, _ = red.Value(res.ErrorData).(map[string]any)
+	}
+	var content string
+	if res.Status == StatusError {
+		text := strings.TrimSpace(res.Error)
+		if text == "" {
+			text = "Tool execution failed"
+		}
+		content = "Failed to execute tool: " + text
+	} else {
+		content = strings.TrimSpace(res.Result)
+		if content == "" {
+			content = "Tool executed successfully"
+		}
+	}
+	if len(refs) > 0 {
+		var sb strings.Builder
+		sb.WriteString(content)
+		sb.WriteString("\n")
+		for _, r := range refs {
+			fmt.Fprintf(&sb, "\nAttachment path for %q: %s", r.Name, r.Path)
+		}
+		content = sb.String()
+	}
+	meta := map[string]any{}
+	if res.ErrorCode != "" {
+		meta[MetaErrorCode] = red.String(res.ErrorCode)
+	}
+	if res.ErrorData != nil {
+		meta[MetaErrorData] = res.ErrorData
+	}
+	if res.Stack != "" {
+		meta[MetaStack] = res.Stack
+	}
+	msg := &Message{
+		ID:          newID("msg"),
+		ThreadID:    b.threadID,
+		Role:        RoleTool,
+		Content:     content,
+		ToolCallID:  c.ID,
+		Name:        c.Name,
+		ToolStatus:  res.Status,
+		Attachments: refs,
+		ParentID:    b.parentID,
+		Depth:       b.depth,
+		Prompt:      b.prompt,
+		SubagentID:  strings.TrimSpace(res.SubagentID),
+		Metadata:    meta,
+		CreatedAt:   time.Now().UTC(),
+	}
+	return msg, res
+}
+
+// attachmentExt picks a file extension from the MIME type, else the name.
+func attachmentExt(a Attachment) string {
+	switch strings.ToLower(a.MimeType) {
+	case "image/png":
+		return "png"
+	case "image/jpeg", "image/jpg":
+		return "jpg"
+	case "image/gif":
+		return "gif"
+	case "image/webp":
+		return "webp"
+	}
+	if i := strings.LastIndexByte(a.Name, '.'); i >= 0 && i < len(a.Name)-1 {
+		ext := strings.ToLower(a.Name[i+1:])
+		ok := len(ext) <= 16
+		for _, r := range ext {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
+				ok = false
+			}
+		}
+		if ok {
+			return ext
+		}
+	}
+	return "bin"
+}
+
+func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attachment) (AttachmentRef, error) {
+	if a.Name == "" {
+		return AttachmentRef{}, errors.New("attachment has no name")
+	}
+	mt := a.MimeType
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	p := fmt.Sprintf("/attachments/%d-%s.%s", time.Now().UnixMilli(), randomHex(4), attachmentExt(a))
+	info, err := e.store.WriteFile(ctx, threadID, p, a.Data, mt)
+	if err != nil {
+		return AttachmentRef{}, err
+	}
+	return AttachmentRef{ID: newID("att"), Type: "file", Path: p, Name: a.Name, MimeType: mt, Size: info.Size, Width: a.Width, Height: a.Height}, nil
+}
+
+func (e *Executor) fireStarted(ctx context.Context, b *batch, c ToolCall) {
+	b.mu.Lock()
+	if b.started[c.ID] {
+		b.mu.Unlock()
+		return
+	}
+	if b.started == nil {
+		b.started = map[string]bool{}
+	}
+	b.started[c.ID] = true
+	b.mu.Unlock()
+	ev := ToolCallStarted{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	if ent := e.reg.lookup(c.Name, ""); ent != nil && ent.tool != nil && ent.tool.progressArgument != "" {
+		ev.Progress = progressOf(c.Arguments, ent.tool.progressArgument)
+	}
+	e.emitStarted(ctx, b, ev)
+}
+
+// emitStarted calls the hook and publishes the thread event.
+func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted) {
+	red := e.redactor(b)
+	if ev.Progress != nil {
+		p := red.String(*ev.Progress)
+		ev.Progress = &p
+	}
+	ev.Arguments = red.String(ev.Arguments)
+	if h := e.hooks.ToolCallStarted; h != nil {
+		e.safeHook(ctx, "tool_call_started", func() { h(ctx, b.threadID, ev) })
+	}
+	if e.ev.has(b.threadID) {
+		e.ev.publish(Event{ThreadID: b.threadID, Type: EventToolCallStarted, Data: ev, Timestamp: time.Now().UTC()})
+	}
+}
+
+func (e *Executor) fireDone(ctx context.Context, b *batch, c ToolCall, res Result) {
+	ev := ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status, Result: res}
+	if h := e.hooks.ToolCallDone; h != nil {
+		e.safeHook(ctx, "tool_call_done", func() { h(ctx, b.threadID, ev) })
+	}
+	if e.ev.has(b.threadID) {
+		e.ev.publish(Event{ThreadID: b.threadID, Type: EventToolCallDone, Data: ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status}, Timestamp: time.Now().UTC()})
+	}
+}
+
+func (e *Executor) safeHook(ctx context.Context, name string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", name, "panic", fmt.Sprint(p))
+		}
+	}()
+	fn()
+}
+
+// progressOf reads a top-level string argument from complete argument text.
+func progressOf(args, key string) *string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(m[key], &s) != nil {
+		return nil
+	}
+	return &s
+}
+
+func toAnySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+// keyedMutex serialises work per key without keeping a lock per key forever.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	en := k.m[key]
+	if en == nil {
+		en = &keyedEntry{}
+		k.m[key] = en
+	}
+	en.refs++
+	k.mu.Unlock()
+	en.mu.Lock()
+	return func() {
+		en.mu.Unlock()
+		k.mu.Lock()
+		en.refs--
+		if en.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

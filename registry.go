@@ -1,0 +1,242 @@
+package toolrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Names of tools, prompts, agents and models: what model providers accept.
+var nameRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// snakeRE is the naming convention; other valid names get a logged warning.
+var snakeRE = regexp.MustCompile(`^[a-z]([a-z0-9_]*[a-z0-9])?$`)
+
+// ProviderPrefix marks a provider-executed tool in a prompt's tools list
+// ("provider:web_search"). Registered names cannot start with it.
+const ProviderPrefix = "provider:"
+
+// Reserved tool names: the runtime's subagent lifecycle tools.
+const (
+	ToolSubagents       = "subagents"
+	ToolSubagentCreate  = "subagent_create"
+	ToolSubagentMessage = "subagent_message"
+)
+
+func isReserved(name string) bool {
+	return name == ToolSubagents || name == ToolSubagentCreate || name == ToolSubagentMessage
+}
+
+// RegistryOptions configures a Registry. The zero value is valid.
+type RegistryOptions struct {
+	// Logger receives warnings, such as a name that is not snake_case.
+	// nil discards them.
+	Logger *slog.Logger
+}
+
+// Registry holds definitions by name: function tools, prompts, agents and
+// models share one namespace. Lookups cost the same whatever the number of
+// definitions. A Registry is safe for concurrent use; definitions are
+// checked and their schemas compiled once, at registration.
+type Registry struct {
+	log *slog.Logger
+
+	mu    sync.RWMutex
+	names map[string]*entry
+}
+
+// entry is one registered definition.
+type entry struct {
+	name      string // as registered: name or namespace/name
+	namespace string
+	tool      *funcTool
+	def       Definition
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(opts *RegistryOptions) *Registry {
+	r := &Registry{names: map[string]*entry{}}
+	if opts != nil && opts.Logger != nil {
+		r.log = opts.Logger
+	} else {
+		r.log = discardLogger
+	}
+	return r
+}
+
+var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// Register adds top-level definitions. It checks every definition first and
+// adds all of them or none: it refuses an invalid or reserved name, a name
+// already registered (whatever its kind), a definition without Execute, an
+// argument type or schema that does not compile, with a *RegistrationError
+// that names the problem.
+func (r *Registry) Register(defs ...Definition) error {
+	return r.register("", defs)
+}
+
+// RegisterPackage adds definitions as a package under namespace: inside the
+// package names are local, from outside they are qualified
+// ("namespace/name"). Every name a tool's Uses list declares must be in the
+// package or be a qualified name already registered ("a package MUST
+// include its required tool dependencies").
+func (r *Registry) RegisterPackage(namespace string, defs ...Definition) error {
+	if !nameRE.MatchString(namespace) {
+		return &RegistrationError{Name: namespace, Reason: "invalid package namespace: must match ^[a-zA-Z0-9_-]{1,64}$"}
+	}
+	return r.register(namespace, defs)
+}
+
+func (r *Registry) register(ns string, defs []Definition) error {
+	entries := make([]*entry, 0, len(defs))
+	local := make(map[string]bool, len(defs))
+	for _, d := range defs {
+		if d == nil {
+			return &RegistrationError{Reason: "nil definition"}
+		}
+		name := d.definitionName()
+		if err := checkName(name); err != nil {
+			return err
+		}
+		if local[name] {
+			return &RegistrationError{Name: qualify(ns, name), Reason: "registered twice in one call"}
+		}
+		local[name] = true
+		e := &entry{name: qualify(ns, name), namespace: ns, def: d}
+		if t, ok := d.(Tool); ok {
+			ft, err := t.compileTool()
+			if err != nil {
+				if re, ok := err.(*RegistrationError); ok {
+					re.Name = e.name
+				}
+				return err
+			}
+			ft.name = e.name
+			ft.namespace = ns
+			e.tool = ft
+		} else if err := r.prepare(e); err != nil {
+			return err
+		}
+		entries = append(entries, e)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range entries {
+		if old, ok := r.names[e.name]; ok {
+			return &RegistrationError{Name: e.name, Reason: "name already registered (as a " + kindOf(old.def) + ")"}
+		}
+	}
+	if ns != "" {
+		for _, e := range entries {
+			if e.tool == nil {
+				continue
+			}
+			for _, u := range e.tool.uses {
+				if local[u] {
+					continue
+				}
+				if strings.Contains(u, "/") {
+					if _, ok := r.names[u]; ok {
+						continue
+					}
+				}
+				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("uses %q, which is neither in package %q nor a registered qualified name", u, ns)}
+			}
+		}
+	}
+	for _, e := range entries {
+		r.names[e.name] = e
+		base := e.name[strings.LastIndexByte(e.name, '/')+1:]
+		if !snakeRE.MatchString(base) {
+			r.log.Warn("toolrun: definition name is not snake_case", "name", e.name, "kind", kindOf(e.def))
+		}
+	}
+	return nil
+}
+
+func qualify(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func checkName(name string) error {
+	switch {
+	case strings.HasPrefix(name, ProviderPrefix):
+		return &RegistrationError{Name: name, Reason: `the "provider:" prefix is reserved for provider-executed tools`}
+	case isReserved(name):
+		return &RegistrationError{Name: name, Reason: "reserved name: subagents, subagent_create and subagent_message are the runtime's lifecycle tools"}
+	case name == "":
+		return &RegistrationError{Reason: "empty name"}
+	case !nameRE.MatchString(name):
+		return &RegistrationError{Name: name, Reason: "invalid name: must match ^[a-zA-Z0-9_-]{1,64}$"}
+	}
+	return nil
+}
+
+func kindOf(d Definition) string {
+	switch d.(type) {
+	case Tool:
+		return "tool"
+	}
+	return definitionKind(d)
+}
+
+// lookup returns the entry registered under name. A caller inside package
+// ns finds its package's local names first.
+func (r *Registry) lookup(name, ns string) *entry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if ns != "" && !strings.Contains(name, "/") {
+		if e, ok := r.names[ns+"/"+name]; ok {
+			return e
+		}
+	}
+	return r.names[name]
+}
+
+// Tool describes the function tool registered under name.
+func (r *Registry) Tool(name string) (ToolInfo, bool) {
+	e := r.lookup(name, "")
+	if e == nil || e.tool == nil {
+		return ToolInfo{}, false
+	}
+	return e.tool.info(), true
+}
+
+// Tools describes every registered function tool, sorted by name.
+func (r *Registry) Tools() []ToolInfo {
+	r.mu.RLock()
+	out := make([]ToolInfo, 0, len(r.names))
+	for _, e := range r.names {
+		if e.tool != nil {
+			out = append(out, e.tool.info())
+		}
+	}
+	r.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Names returns every registered name, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	out := make([]string, 0, len(r.names))
+	for n := range r.names {
+		out = append(out, n)
+	}
+	r.mu.RUnlock()
+	sort.Strings(out)
+	return out
+}
+
+// warnContext logs at warning level.
+func (r *Registry) warn(ctx context.Context, msg string, args ...any) {
+	r.log.WarnContext(ctx, msg, args...)
+}

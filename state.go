@@ -1,0 +1,259 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// callState is the ThreadState the executor gives one tool call.
+type callState struct {
+	e    *Executor
+	b    *batch
+	tool *funcTool // the running tool: its uses list and package
+}
+
+var _ ThreadState = (*callState)(nil)
+
+func (s *callState) ThreadID() string      { return s.b.threadID }
+func (s *callState) AgentID() string       { return s.b.thread.AgentID }
+func (s *callState) UserID() string        { return s.b.thread.UserID }
+func (s *callState) Execution() *Execution { return s.b.exec }
+
+func (s *callState) Value(ctx context.Context, key string, dst any) (bool, error) {
+	raw, err := s.e.store.GetValue(ctx, s.b.threadID, key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &StoreError{Op: "get value " + key, Err: err}
+	}
+	if dst == nil {
+		return true, nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return true, fmt.Errorf("toolrun: value %q: %w", key, err)
+	}
+	return true, nil
+}
+
+func (s *callState) SetValue(ctx context.Context, key string, v any) error {
+	var raw json.RawMessage
+	if v != nil {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("toolrun: value %q: %w", key, err)
+		}
+		raw = b
+	}
+	if err := s.e.store.SetValue(ctx, s.b.threadID, key, raw); err != nil {
+		return &StoreError{Op: "set value " + key, Err: err}
+	}
+	return nil
+}
+
+func (s *callState) Env(_ context.Context, name string) (string, error) {
+	v, _, ok := s.e.resolveEnv(s.b, name)
+	if !ok {
+		return "", fmt.Errorf("%w: %s", ErrVariableNotFound, name)
+	}
+	return v, nil
+}
+
+func (s *callState) EnvType(_ context.Context, name string) (VarType, error) {
+	_, t, _ := s.e.resolveEnv(s.b, name)
+	return t, nil
+}
+
+func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) error {
+	if name == "" {
+		return errors.New("toolrun: set env: empty name")
+	}
+	if t != "" && t != VarText && t != VarSecret {
+		return fmt.Errorf("toolrun: set env %s: unknown type %q (want text or secret)", name, t)
+	}
+	s.b.mu.Lock()
+	if t == "" {
+		t = VarSecret
+		if old, ok := s.b.env[name]; ok && old.Type != "" {
+			t = old.Type
+		}
+	}
+	s.b.mu.Unlock()
+	v := EnvValue{Value: value, Type: t}
+	if err := s.e.store.SetEnv(ctx, ScopeThread, s.b.threadID, name, v); err != nil {
+		return &StoreError{Op: "set env " + name, Err: err}
+	}
+	s.b.mu.Lock()
+	if s.b.env == nil {
+		s.b.env = map[string]EnvValue{}
+	}
+	s.b.env[name] = v
+	s.b.mu.Unlock()
+	return nil
+}
+
+// allowed applies the running tool's uses list.
+func (s *callState) allowed(name string) (string, bool) {
+	if s.tool == nil || s.tool.uses == nil {
+		return "", true
+	}
+	for _, u := range s.tool.uses {
+		if u == name {
+			return "", true
+		}
+	}
+	return notDeclaredMessage(name, s.tool.uses), false
+}
+
+func (s *callState) QueueTool(name string, args any) error {
+	if msg, ok := s.allowed(name); !ok {
+		return &notDeclaredError{msg: msg}
+	}
+	raw, err := rawArgs(args)
+	if err != nil {
+		return fmt.Errorf("toolrun: queue %s: arguments: %w", name, err)
+	}
+	if s.tool != nil && s.tool.namespace != "" {
+		if ent := s.e.reg.lookup(name, s.tool.namespace); ent != nil {
+			name = ent.name
+		}
+	}
+	s.b.mu.Lock()
+	s.b.queue = append(s.b.queue, pending{call: ToolCall{ID: newID("queued"), Name: name, Arguments: raw}, queued: true})
+	s.b.mu.Unlock()
+	return nil
+}
+
+func (s *callState) InvokeTool(ctx context.Context, name string, args any) Result {
+	if msg, ok := s.allowed(name); !ok {
+		return Result{Status: StatusError, Error: msg}
+	}
+	raw, err := rawArgs(args)
+	if err != nil {
+		return Errorf("toolrun: invoke %s: arguments: %v", name, err)
+	}
+	res, abort := s.e.execute(ctx, s.b, s, name, raw)
+	if abort != nil {
+		s.b.mu.Lock()
+		if s.b.abort == nil {
+			s.b.abort = abort
+		}
+		s.b.mu.Unlock()
+	}
+	return res
+}
+
+func (s *callState) InjectMessage(ctx context.Context, m Message) error {
+	if !s.b.thread.TerminatedAt.IsZero() {
+		return fmt.Errorf("%w: %s", ErrThreadTerminated, s.b.threadID)
+	}
+	switch m.Role {
+	case RoleSystem, RoleUser, RoleAssistant, RoleTool:
+	default:
+		return fmt.Errorf("toolrun: inject message: unknown role %q", m.Role)
+	}
+	msg := &Message{Role: m.Role, Content: m.Content, Silent: m.Silent, Metadata: m.Metadata,
+		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt, Attachments: m.Attachments}
+	if err := s.e.store.AppendMessages(ctx, s.b.threadID, msg); err != nil {
+		return &StoreError{Op: "inject message", Err: err}
+	}
+	return nil
+}
+
+func (s *callState) Messages(ctx context.Context, opts *MessagesOptions) (MessagePage, error) {
+	p, err := s.e.store.ListMessages(ctx, s.b.threadID, opts.query())
+	if err != nil {
+		return MessagePage{}, &StoreError{Op: "list messages", Err: err}
+	}
+	return p, nil
+}
+
+func (s *callState) Emit(event string, data any) {
+	red := s.e.redactor(s.b)
+	if red.active() && data != nil {
+		if b, err := json.Marshal(data); err == nil {
+			var generic any
+			if json.Unmarshal(b, &generic) == nil {
+				data = red.Value(generic)
+			}
+		}
+	}
+	s.e.ev.publish(Event{ThreadID: s.b.threadID, Type: red.String(event), Data: data, Timestamp: time.Now().UTC()})
+}
+
+func (s *callState) WriteFile(ctx context.Context, path string, data []byte, mimeType string) (FileInfo, error) {
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	info, err := s.e.store.WriteFile(ctx, s.b.threadID, CleanPath(path), data, mimeType)
+	if err != nil {
+		return FileInfo{}, &StoreError{Op: "write file " + path, Err: err}
+	}
+	return info, nil
+}
+
+func (s *callState) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	data, _, err := s.e.store.ReadFile(ctx, s.b.threadID, CleanPath(path))
+	if err != nil {
+		return nil, fileErr("read", path, err)
+	}
+	return data, nil
+}
+
+func (s *callState) StatFile(ctx context.Context, path string) (FileInfo, error) {
+	info, err := s.e.store.StatFile(ctx, s.b.threadID, CleanPath(path))
+	if err != nil {
+		return FileInfo{}, fileErr("stat", path, err)
+	}
+	return info, nil
+}
+
+func (s *callState) ListFiles(ctx context.Context, dir string) ([]FileInfo, error) {
+	list, err := s.e.store.ListFiles(ctx, s.b.threadID, CleanPath(dir))
+	if err != nil {
+		return nil, &StoreError{Op: "list files " + dir, Err: err}
+	}
+	return list, nil
+}
+
+func (s *callState) DeleteFile(ctx context.Context, path string) error {
+	if err := s.e.store.DeleteFile(ctx, s.b.threadID, CleanPath(path)); err != nil {
+		return fileErr("delete", path, err)
+	}
+	return nil
+}
+
+func fileErr(op, path string, err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("toolrun: %s file %s: %w", op, CleanPath(path), ErrNotFound)
+	}
+	return &StoreError{Op: op + " file " + path, Err: err}
+}
+
+func (s *callState) RunCode(ctx context.Context, source string, opts *CodeOptions) *CodeRun {
+	return runCodeBound(ctx, s.e.code, source, opts)
+}
+
+// runCodeBound starts a run and terminates it when ctx ends (a user stop).
+func runCodeBound(ctx context.Context, r CodeRunner, source string, opts *CodeOptions) *CodeRun {
+	run := r.RunCode(ctx, source, opts)
+	if run == nil {
+		return SettledCodeRun(CodeResult{Status: CodeStatusLinkError, Error: &CodeError{Name: "MissingCodeRun", Message: "the code runner returned no run"}})
+	}
+	if ctx.Done() != nil && run.Running() {
+		go func() {
+			select {
+			case <-ctx.Done():
+				run.Terminate("Execution stopped: " + ctx.Err().Error())
+			case <-run.Done():
+			}
+		}()
+	}
+	return run
+}
+
+// defaultCodeRunner is replaced by the sandbox when it is wired in.
+func defaultCodeRunner() CodeRunner { return noCodeRunner{} }
