@@ -1,0 +1,11 @@
+//go:build !linux
+
+package sandbox
+
+import "syscall"
+
+// setDataLimit is a no-op where RLIMIT_DATA does not cover heap mappings;
+// the Go memory limit and the heap watchdog still apply.
+func setDataLimit(limit int64) func() { return func() {} }
+
+func workerSysProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,369 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const maxRunsPerWorker = 1000
+
+// workerPool keeps warm worker processes. It is safe for concurrent use.
+type workerPool struct {
+	opts *RunnerOptions
+
+	mu       sync.Mutex
+	idle     []*workerProc
+	spawning int
+	closed   bool
+	runID    atomic.Uint64
+}
+
+func newWorkerPool(opts *RunnerOptions) *workerPool {
+	return &workerPool{opts: opts}
+}
+
+func (p *workerPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, w := range idle {
+		w.stop()
+	}
+}
+
+// get returns an idle worker or starts one, and tops the pool up.
+func (p *workerPool) get() (*workerProc, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errors.New("sandbox: runner is closed")
+		}
+		var w *workerProc
+		if n := len(p.idle); n > 0 {
+			w = p.idle[n-1]
+			p.idle = p.idle[:n-1]
+		}
+		p.mu.Unlock()
+		p.refill()
+		if w == nil {
+			return p.spawn()
+		}
+		if !w.dead.Load() {
+			return w, nil
+		}
+	}
+}
+
+func (p *workerPool) refill() {
+	p.mu.Lock()
+	need := p.opts.PoolSize - len(p.idle) - p.spawning
+	if p.closed || need <= 0 {
+		p.mu.Unlock()
+		return
+	}
+	p.spawning += need
+	p.mu.Unlock()
+	for i := 0; i < need; i++ {
+		go func() {
+			w, err := p.spawn()
+			p.mu.Lock()
+			p.spawning--
+			p.mu.Unlock()
+			if err != nil {
+				p.opts.Logger.Warn("sandbox: starting worker failed", "err", err)
+				return
+			}
+			p.put(w)
+		}()
+	}
+}
+
+func (p *workerPool) put(w *workerProc) {
+	p.mu.Lock()
+	if p.closed || w.dead.Load() || len(p.idle) >= p.opts.PoolSize || w.runs >= maxRunsPerWorker {
+		p.mu.Unlock()
+		w.stop()
+		return
+	}
+	p.idle = append(p.idle, w)
+	p.mu.Unlock()
+}
+
+// workerProc is the parent's side of one worker process.
+type workerProc struct {
+	pool  *workerPool
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	wmu   sync.Mutex
+	tail  tailBuffer
+	dead  atomic.Bool
+	runs  int // guarded by being owned by one run at a time
+
+	mu  sync.Mutex
+	cur *workerRun
+}
+
+type workerRun struct {
+	id     uint64
+	run    *Run
+	funcs  []*funcRef
+	memory int64
+	killed atomic.Pointer[outcome]
+}
+
+func (p *workerPool) spawn() (*workerProc, error) {
+	argv := p.opts.WorkerCommand
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: locating own executable: %w", err)
+		}
+		argv = []string{exe}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	cmd.SysProcAttr = workerSysProcAttr()
+	w := &workerProc{pool: p, cmd: cmd}
+	cmd.Stderr = &w.tail
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: starting worker %q: %w", argv[0], err)
+	}
+	w.stdin = stdin
+	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
+	go w.readLoop(bufio.NewReaderSize(stdout, 64<<10))
+	return w, nil
+}
+
+func (w *workerProc) send(f *frame) error {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return writeFrame(w.stdin, f)
+}
+
+// stop closes the worker's stdin so it exits, and kills it if it lingers.
+func (w *workerProc) stop() {
+	_ = w.stdin.Close()
+	go func() {
+		time.Sleep(2 * time.Second)
+		if !w.dead.Load() {
+			_ = w.cmd.Process.Kill()
+		}
+	}()
+}
+
+func (w *workerProc) kill() { _ = w.cmd.Process.Kill() }
+
+func (w *workerProc) current(id uint64) *workerRun {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur != nil && w.cur.id == id {
+		return w.cur
+	}
+	return nil
+}
+
+func (w *workerProc) readLoop(r *bufio.Reader) {
+	for {
+		f, err := readFrame(r)
+		if err != nil {
+			break
+		}
+		wr := w.current(f.ID)
+		if wr == nil {
+			continue
+		}
+		w.dispatch(wr, f)
+	}
+	waitErr := w.cmd.Wait()
+	w.dead.Store(true)
+	w.mu.Lock()
+	wr := w.cur
+	w.cur = nil
+	w.mu.Unlock()
+	if wr == nil {
+		return
+	}
+	if o := wr.killed.Load(); o != nil {
+		wr.run.settle(o)
+		return
+	}
+	tail := w.tail.String()
+	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
+	switch {
+	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") || isKilled(waitErr):
+		wr.run.settle(&outcome{status: StatusMemory, err: memoryError(wr.memory)})
+	case strings.Contains(tail, "stack exceeds"):
+		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "RangeError", Message: "Maximum call stack size exceeded"}})
+	default:
+		msg := "sandbox worker exited unexpectedly"
+		if waitErr != nil {
+			msg += ": " + waitErr.Error()
+		}
+		if l := lastLine(tail); l != "" {
+			msg += " (" + l + ")"
+		}
+		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: msg}})
+	}
+}
+
+func isKilled(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return strings.Contains(ee.String(), "signal: killed")
+	}
+	return false
+}
+
+func lastLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "runtime:") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+func (w *workerProc) dispatch(wr *workerRun, f *frame) {
+	switch f.T {
+	case "call":
+		var fn HostFunc
+		if f.Fn >= 0 && f.Fn < len(wr.funcs) {
+			fn = wr.funcs[f.Fn].fn
+		}
+		args, err := fromWireList(f.Args)
+		go func() {
+			var v any
+			var herr *Error
+			if err != nil {
+				herr = &Error{Name: "SerializationError", Message: err.Error()}
+			} else {
+				v, herr = invokeHost(wr.run, fn, args)
+			}
+			ret := &frame{T: "ret", ID: wr.id, C: f.C, Err: herr}
+			if herr == nil {
+				ret.V = toWire(v)
+			}
+			if w.current(wr.id) != nil {
+				_ = w.send(ret)
+			}
+		}()
+	case "report":
+		if v, err := fromWire(f.V); err == nil {
+			wr.run.addReport(v)
+		}
+	case "log":
+		args, err := fromWireList(f.Args)
+		if err == nil {
+			wr.run.addLog(LogEntry{Level: f.Lvl, Args: args, Timestamp: time.Unix(0, f.TS)})
+		}
+	case "done":
+		o := &outcome{status: f.St, err: f.Err}
+		if f.St == StatusSuccess {
+			v, err := fromWire(f.V)
+			if err != nil {
+				o = &outcome{status: StatusError, err: &Error{Name: "SerializationError", Message: err.Error()}}
+			}
+			o.value = v
+		}
+		w.mu.Lock()
+		w.cur = nil
+		w.mu.Unlock()
+		if k := wr.killed.Load(); k != nil {
+			o = k
+		}
+		wr.run.settle(o)
+		w.runs++
+		if f.St == StatusMemory || f.St == StatusTerminated || wr.killed.Load() != nil {
+			// The worker may hold a large heap or a runaway goroutine: retire it.
+			w.stop()
+			return
+		}
+		w.pool.put(w)
+	}
+}
+
+// start runs p on a pooled worker; it returns at once.
+func (p *workerPool) start(run *Run, pr *prepared) {
+	go func() {
+		w, err := p.get()
+		if err != nil {
+			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
+			return
+		}
+		c := pr.job.code
+		wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory}
+		imports := make(map[string]map[string]any, len(pr.job.imports))
+		for k, ns := range pr.job.imports {
+			imports[k] = wireMap(ns)
+		}
+		spec := &runSpec{Hash: c.hash, Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports,
+			Entry: pr.job.entry, Args: wireList(pr.job.args), Globals: wireMap(pr.job.globals), Imports: imports,
+			Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
+		w.mu.Lock()
+		w.cur = wr
+		w.mu.Unlock()
+		if err := w.send(&frame{T: "run", ID: wr.id, Run: spec}); err != nil {
+			wr.killed.Store(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending run to worker: " + err.Error()}})
+			w.kill()
+			return
+		}
+		grace := p.opts.TerminateGrace
+		run.setTerminator(func(o *outcome) {
+			_ = w.send(&frame{T: "term", ID: wr.id, Err: o.err})
+			time.AfterFunc(grace, func() {
+				if run.isSettled() {
+					return
+				}
+				if wr.killed.CompareAndSwap(nil, o) {
+					w.kill()
+				}
+			})
+		})
+	}()
+}
+
+// tailBuffer keeps the first 16 KiB written to it. It is safe for
+// concurrent use.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// The first lines of a Go fatal error name the cause; keep the head.
+	if room := 16<<10 - len(t.buf); room > 0 {
+		if len(p) > room {
+			t.buf = append(t.buf, p[:room]...)
+		} else {
+			t.buf = append(t.buf, p...)
+		}
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,771 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Status is how a run ended.
+type Status string
+
+// The statuses of a [Result].
+const (
+	// StatusSuccess: the entry export was evaluated and its value returned.
+	StatusSuccess Status = "success"
+	// StatusError: the code threw (or returned a non-transferable value).
+	StatusError Status = "error"
+	// StatusLinkError: the code never ran: invalid options, a syntax or
+	// TypeScript error, an unresolvable module or a missing export.
+	StatusLinkError Status = "link_error"
+	// StatusMemory: the run exceeded its memory limit.
+	StatusMemory Status = "memory"
+	// StatusTerminated: the run was stopped by Terminate, its timeout or its
+	// context.
+	StatusTerminated Status = "terminated"
+)
+
+// Languages accepted by [Options.Language].
+const (
+	LanguageTypeScript = "typescript"
+	LanguageJavaScript = "javascript"
+)
+
+// Error describes why a run failed. Line and Column (1-based) and Filename
+// point into the user's source when known; Message then starts with
+// "Line <n> of <filename>: ". Error values are not shared after being
+// returned; it is safe to read them from any goroutine.
+type Error struct {
+	Name      string `json:"name"`
+	Message   string `json:"message"`
+	Stack     string `json:"stack,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
+	Filename  string `json:"filename,omitempty"`
+	Specifier string `json:"specifier,omitempty"`
+}
+
+// Error returns "Name: Message".
+func (e *Error) Error() string { return e.Name + ": " + e.Message }
+
+// ErrorName returns e.Name, so that a *Error returned by a [HostFunc] keeps
+// its name inside the sandbox.
+func (e *Error) ErrorName() string { return e.Name }
+
+// LogEntry is one console.* call made by sandbox code. Level is the console
+// method name ("log", "info", "warn", "error", "debug" or "trace"); Args are
+// the arguments as transferable values (others as their string form).
+type LogEntry struct {
+	Level     string    `json:"level"`
+	Args      []any     `json:"args"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Result is the outcome of a run. Value is set when Status is
+// [StatusSuccess]; Error otherwise. Reports and Logs hold what the code
+// reported and logged until it ended.
+type Result struct {
+	Status   Status
+	Value    any
+	Error    *Error
+	Reports  []any
+	Logs     []LogEntry
+	Duration time.Duration
+}
+
+// Execute selects the export to evaluate.
+type Execute struct {
+	// Fn is the export name; "" means "default".
+	Fn string
+	// Args are passed to Fn when it is a function. They must be
+	// transferable; passing args to a non-function export is an error.
+	Args []any
+}
+
+// Options configures one run. The zero value (and nil) runs the source as
+// TypeScript and returns its default export. Options values are read by
+// Start and not retained; Go values in them are copied into the sandbox.
+type Options struct {
+	// Execute selects the export and its args; nil means the default export
+	// with no args.
+	Execute *Execute
+	// Imports maps bare module specifiers ("fs") to namespaces the code can
+	// import. Values are transferable values or [HostFunc]s, which become
+	// async functions in the sandbox. Relative, absolute and URL specifiers
+	// are invalid.
+	Imports map[string]map[string]any
+	// Globals are added to the sandbox's globalThis, like Imports values.
+	Globals map[string]any
+	// Modules maps relative specifiers ("./util.ts") to module sources the
+	// code can import. Resolution tries the path, then the extensions
+	// .ts, .tsx, .js, .mjs, .json and then /index with those extensions.
+	Modules map[string]string
+	// Language is "typescript" (the default when "") or "javascript".
+	Language string
+	// Filename names the entry source in errors; "" means "<runCode>".
+	Filename string
+	// MemoryLimitBytes caps the memory the run may use; 0 means the
+	// Runner's default. Negative values are invalid. Enforced in worker mode.
+	MemoryLimitBytes int64
+	// Report, when non-nil, defines a global report(value) function; each
+	// reported value is passed to Report as it happens (one call at a time,
+	// in order) and kept on the [Run]. Report must not block for long.
+	Report func(value any)
+	// Timeout ends the run with StatusTerminated after this wall-clock time;
+	// 0 means the Runner's default (none unless configured). Negative is
+	// invalid.
+	Timeout time.Duration
+	// MaxCallStackSize limits the JS call depth; 0 means 10000.
+	MaxCallStackSize int
+}
+
+// Mode selects where runs execute.
+type Mode int
+
+const (
+	// ModeWorker runs code in pooled child processes with hard memory and
+	// time limits. It is the default.
+	ModeWorker Mode = iota
+	// ModeInProcess runs code in the host process: faster, but limits are
+	// best effort (see the package doc). Use it only for trusted code.
+	ModeInProcess
+)
+
+// WorkerEnv is the environment variable that turns any binary importing this
+// package into a sandbox worker: when it is "1" at start-up the package's
+// init serves the worker protocol on stdin/stdout and exits.
+const WorkerEnv = "TOOLRUN_SANDBOX_WORKER"
+
+// RunnerOptions configures a [Runner]. The zero value (and nil) is worker
+// mode with a pool of 2, a 256 MiB memory limit and no timeout.
+type RunnerOptions struct {
+	// Mode is ModeWorker (the zero value) or ModeInProcess.
+	Mode Mode
+	// PoolSize is the number of idle warm workers kept; 0 means 2.
+	PoolSize int
+	// WorkerCommand is the command that starts a worker (program and args);
+	// it runs with WorkerEnv=1 in its environment. nil means re-executing
+	// the current binary (os.Executable).
+	WorkerCommand []string
+	// DefaultMemoryLimit applies to runs that set no MemoryLimitBytes;
+	// 0 means 256 MiB.
+	DefaultMemoryLimit int64
+	// DefaultTimeout applies to runs that set no Timeout; 0 means none.
+	DefaultTimeout time.Duration
+	// TerminateGrace is how long a terminated run may take to stop before
+	// its worker is killed; 0 means 300ms.
+	TerminateGrace time.Duration
+	// CacheSize is the number of compiled bundles kept; 0 means 256.
+	CacheSize int
+	// Logger receives worker lifecycle events; nil discards them.
+	Logger *slog.Logger
+}
+
+// Runner starts sandboxed runs. It is safe for concurrent use.
+type Runner struct {
+	opts   RunnerOptions
+	cache  *compileCache
+	pool   *workerPool
+	closed atomic.Bool
+}
+
+// New returns a Runner configured by opts (nil means defaults). Worker
+// processes are started lazily.
+func New(opts *RunnerOptions) *Runner {
+	var o RunnerOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.PoolSize <= 0 {
+		o.PoolSize = 2
+	}
+	if o.DefaultMemoryLimit <= 0 {
+		o.DefaultMemoryLimit = 256 << 20
+	}
+	if o.TerminateGrace <= 0 {
+		o.TerminateGrace = 300 * time.Millisecond
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{opts: o, cache: newCompileCache(o.CacheSize)}
+	if o.Mode == ModeWorker {
+		r.pool = newWorkerPool(&r.opts)
+	}
+	return r
+}
+
+var (
+	defaultOnce   sync.Once
+	defaultRunner *Runner
+)
+
+// Default returns a shared worker-mode Runner with default options,
+// created on first use. It is never closed.
+func Default() *Runner {
+	defaultOnce.Do(func() { defaultRunner = New(nil) })
+	return defaultRunner
+}
+
+// Close stops the Runner's idle workers and makes later Starts fail with a
+// "RunnerClosed" error result. Runs in progress finish normally.
+func (r *Runner) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	if r.pool != nil {
+		r.pool.close()
+	}
+	return nil
+}
+
+// Run is a started run. Its methods are safe for concurrent use.
+type Run struct {
+	done     chan struct{}
+	mu       sync.Mutex
+	settled  bool
+	result   Result
+	reports  []any
+	logs     []LogEntry
+	start    time.Time
+	onReport func(any)
+	repMu    sync.Mutex
+
+	term        func(*outcome)
+	pendingTerm *outcome
+
+	ctx    context.Context // for host calls; cancelled at settlement
+	cancel context.CancelFunc
+}
+
+func newRun(onReport func(any)) *Run {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Run{done: make(chan struct{}), start: time.Now(), onReport: onReport, ctx: ctx, cancel: cancel}
+}
+
+// Done returns a channel closed when the run has settled.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Running reports whether the run has not settled yet.
+func (r *Run) Running() bool {
+	select {
+	case <-r.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Wait waits for the run to settle and returns its result. The error is
+// non-nil only when ctx ends first (the run keeps going; use Terminate).
+func (r *Run) Wait(ctx context.Context) (Result, error) {
+	select {
+	case <-r.done:
+		return r.result, nil
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// Result returns the result of a settled run; ok is false while running.
+func (r *Run) Result() (res Result, ok bool) {
+	select {
+	case <-r.done:
+		return r.result, true
+	default:
+		return Result{}, false
+	}
+}
+
+// Reports returns a copy of the values reported so far.
+func (r *Run) Reports() []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]any(nil), r.reports...)
+}
+
+// Terminate stops the run: it settles with StatusTerminated and an error
+// named "Terminated" whose message is reason ("Code execution terminated"
+// when empty). Calling it after settlement does nothing.
+func (r *Run) Terminate(reason string) {
+	if reason == "" {
+		reason = "Code execution terminated"
+	}
+	r.terminate(&outcome{status: StatusTerminated, err: &Error{Name: "Terminated", Message: reason}})
+}
+
+func (r *Run) terminate(o *outcome) {
+	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return
+	}
+	t := r.term
+	if t == nil {
+		if r.pendingTerm == nil {
+			r.pendingTerm = o
+		}
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	t(o)
+}
+
+// setTerminator installs the executor's stop function; a Terminate that
+// came earlier is applied now.
+func (r *Run) setTerminator(t func(*outcome)) {
+	r.mu.Lock()
+	r.term = t
+	p := r.pendingTerm
+	settled := r.settled
+	r.mu.Unlock()
+	if p != nil && !settled {
+		t(p)
+	}
+}
+
+func (r *Run) isSettled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.settled
+}
+
+func (r *Run) addReport(v any) {
+	r.repMu.Lock()
+	defer r.repMu.Unlock()
+	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return
+	}
+	r.reports = append(r.reports, v)
+	r.mu.Unlock()
+	if r.onReport != nil {
+		func() {
+			defer func() { _ = recover() }()
+			r.onReport(v)
+		}()
+	}
+}
+
+func (r *Run) addLog(l LogEntry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.settled {
+		r.logs = append(r.logs, l)
+	}
+}
+
+// settle records the outcome; only the first call counts.
+func (r *Run) settle(o *outcome) {
+	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return
+	}
+	r.settled = true
+	res := Result{Status: o.status, Error: o.err, Duration: time.Since(r.start)}
+	if o.status == StatusSuccess {
+		res.Value = o.value
+	}
+	res.Reports = append([]any(nil), r.reports...)
+	res.Logs = append([]LogEntry(nil), r.logs...)
+	if res.Reports == nil {
+		res.Reports = []any{}
+	}
+	if res.Logs == nil {
+		res.Logs = []LogEntry{}
+	}
+	r.result = res
+	r.mu.Unlock()
+	r.cancel()
+	close(r.done)
+}
+
+func settledRun(o *outcome) *Run {
+	r := newRun(nil)
+	r.settle(o)
+	return r
+}
+
+func optionsError(format string, args ...any) *Error {
+	return &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf(format, args...)}
+}
+
+// prepared is a validated run.
+type prepared struct {
+	job     *engineJob
+	funcs   []*funcRef
+	memory  int64
+	timeout time.Duration
+}
+
+func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	switch o.Language {
+	case "":
+		o.Language = LanguageTypeScript
+	case LanguageTypeScript, LanguageJavaScript:
+	default:
+		return nil, optionsError("language must be %q or %q, got %q", LanguageTypeScript, LanguageJavaScript, o.Language)
+	}
+	if o.Filename == "" {
+		o.Filename = "<runCode>"
+	}
+	if o.MemoryLimitBytes < 0 {
+		return nil, optionsError("memoryLimitBytes must be a positive finite number, got %d", o.MemoryLimitBytes)
+	}
+	if o.MemoryLimitBytes == 0 {
+		o.MemoryLimitBytes = r.opts.DefaultMemoryLimit
+	}
+	if o.Timeout < 0 {
+		return nil, optionsError("timeout must not be negative")
+	}
+	if o.Timeout == 0 {
+		o.Timeout = r.opts.DefaultTimeout
+	}
+	if o.MaxCallStackSize < 0 {
+		return nil, optionsError("maxCallStackSize must not be negative")
+	}
+	ex := Execute{Fn: "default"}
+	if o.Execute != nil {
+		ex = *o.Execute
+		if ex.Fn == "" {
+			ex.Fn = "default"
+		}
+	}
+	args := make([]any, len(ex.Args))
+	for i, a := range ex.Args {
+		v, err := normalize(a, nil)
+		if err != nil {
+			return nil, optionsError("execute.args[%d]: %v", i, err)
+		}
+		args[i] = v
+	}
+	var funcs []*funcRef
+	imports := make(map[string]map[string]any, len(o.Imports))
+	members := make(map[string][]string, len(o.Imports))
+	for _, spec := range sortedKeys(o.Imports) {
+		if !isBareSpecifier(spec) {
+			return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("imports specifier %q must be a bare specifier (not relative, absolute or a URL)", spec), Specifier: spec}
+		}
+		ns := o.Imports[spec]
+		out := make(map[string]any, len(ns))
+		for _, k := range sortedKeys(ns) {
+			v, err := normalize(ns[k], &funcs)
+			if err != nil {
+				return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("imports[%q].%s: %v", spec, k, err), Specifier: spec}
+			}
+			out[k] = v
+		}
+		imports[spec] = out
+		members[spec] = sortedKeys(ns)
+	}
+	globals := make(map[string]any, len(o.Globals))
+	for _, k := range sortedKeys(o.Globals) {
+		if k == "" {
+			return nil, optionsError("globals: empty name")
+		}
+		v, err := normalize(o.Globals[k], &funcs)
+		if err != nil {
+			return nil, optionsError("globals.%s: %v", k, err)
+		}
+		globals[k] = v
+	}
+	for k := range o.Modules {
+		if _, ok := normModuleKey(k); !ok {
+			return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("modules key %q must be a relative specifier inside the module root", k), Specifier: k}
+		}
+	}
+	c, lerr := compileCached(r.cache, &compileRequest{source: source, filename: o.Filename, lang: o.Language, modules: o.Modules, imports: members})
+	if lerr != nil {
+		return nil, lerr
+	}
+	found := false
+	for _, n := range c.exports {
+		if n == ex.Fn {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil, &Error{Name: "SyntaxError", Message: fmt.Sprintf("The requested module '%s' does not provide an export named '%s'", o.Filename, ex.Fn), Filename: o.Filename}
+	}
+	job := &engineJob{code: c, entry: ex.Fn, args: args, globals: globals, imports: imports, report: o.Report != nil, maxStack: o.MaxCallStackSize}
+	return &prepared{job: job, funcs: funcs, memory: o.MemoryLimitBytes, timeout: o.Timeout}, nil
+}
+
+// Start validates opts, compiles the source and starts running it. It never
+// returns nil and never blocks on the code: invalid options and compile
+// errors give an already-settled Run with StatusLinkError. Cancelling ctx
+// terminates the run (with the context's cause as the message).
+func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
+	if r.closed.Load() {
+		return settledRun(&outcome{status: StatusError, err: &Error{Name: "RunnerClosed", Message: "sandbox: runner is closed"}})
+	}
+	p, lerr := r.prepare(source, opts)
+	if lerr != nil {
+		return settledRun(&outcome{status: StatusLinkError, err: lerr})
+	}
+	var onReport func(any)
+	if opts != nil {
+		onReport = opts.Report
+	}
+	run := newRun(onReport)
+	if r.opts.Mode == ModeInProcess {
+		r.startInProcess(run, p)
+	} else {
+		r.pool.start(run, p)
+	}
+	if p.timeout > 0 {
+		t := time.AfterFunc(p.timeout, func() {
+			run.Terminate(fmt.Sprintf("Code execution timed out after %s", p.timeout))
+		})
+		go func() { <-run.done; t.Stop() }()
+	}
+	if ctx != nil && ctx.Done() != nil {
+		go func() {
+			select {
+			case <-ctx.Done():
+				msg := "Code execution terminated"
+				if c := context.Cause(ctx); c != nil {
+					msg = "Code execution terminated: " + c.Error()
+				}
+				run.Terminate(msg)
+			case <-run.done:
+			}
+		}()
+	}
+	return run
+}
+
+// StartMap is Start with options given as data, for loaders that receive
+// them as a map (keys as in the reference: execute {fn, args}, imports,
+// globals, modules, language, filename, memoryLimitBytes, report, timeoutMs,
+// maxCallStackSize). An unknown key or a value of the wrong type gives a
+// settled StatusLinkError run named "InvalidCodeExecutionOptions".
+func (r *Runner) StartMap(ctx context.Context, source string, m map[string]any) *Run {
+	o, err := OptionsFromMap(m)
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			e = optionsError("%v", err)
+		}
+		return settledRun(&outcome{status: StatusLinkError, err: e})
+	}
+	return r.Start(ctx, source, o)
+}
+
+// OptionsFromMap decodes run options given as data (see [Runner.StartMap]).
+// The error is an *Error named "InvalidCodeExecutionOptions"; an unknown key
+// gives the message "Unknown runCode option: <key>".
+func OptionsFromMap(m map[string]any) (*Options, error) {
+	o := &Options{}
+	for _, k := range sortedKeys(m) {
+		v := m[k]
+		switch k {
+		case "execute":
+			em, ok := v.(map[string]any)
+			if !ok {
+				return nil, optionsError("execute must be an object")
+			}
+			o.Execute = &Execute{}
+			for _, ek := range sortedKeys(em) {
+				switch ek {
+				case "fn":
+					s, ok := em[ek].(string)
+					if !ok {
+						return nil, optionsError("execute.fn must be a string")
+					}
+					o.Execute.Fn = s
+				case "args":
+					a, ok := em[ek].([]any)
+					if !ok {
+						return nil, optionsError("execute.args must be an array")
+					}
+					o.Execute.Args = a
+				default:
+					return nil, optionsError("Unknown runCode option: execute.%s", ek)
+				}
+			}
+		case "imports":
+			im, ok := v.(map[string]any)
+			if !ok {
+				return nil, optionsError("imports must be an object")
+			}
+			o.Imports = map[string]map[string]any{}
+			for spec, ns := range im {
+				nm, ok := ns.(map[string]any)
+				if !ok {
+					return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("imports[%q] must be an object", spec), Specifier: spec}
+				}
+				o.Imports[spec] = nm
+			}
+		case "globals":
+			g, ok := v.(map[string]any)
+			if !ok {
+				return nil, optionsError("globals must be an object")
+			}
+			o.Globals = g
+		case "modules":
+			mm, ok := v.(map[string]any)
+			if !ok {
+				if ms, ok2 := v.(map[string]string); ok2 {
+					o.Modules = ms
+					continue
+				}
+				return nil, optionsError("modules must be an object of strings")
+			}
+			o.Modules = map[string]string{}
+			for mk, mv := range mm {
+				s, ok := mv.(string)
+				if !ok {
+					return nil, optionsError("modules[%q] must be a string", mk)
+				}
+				o.Modules[mk] = s
+			}
+		case "language":
+			s, ok := v.(string)
+			if !ok || (s != LanguageTypeScript && s != LanguageJavaScript) {
+				return nil, optionsError("language must be %q or %q", LanguageTypeScript, LanguageJavaScript)
+			}
+			o.Language = s
+		case "filename":
+			s, ok := v.(string)
+			if !ok {
+				return nil, optionsError("filename must be a string")
+			}
+			o.Filename = s
+		case "memoryLimitBytes":
+			f, ok := toFloat(v)
+			if !ok || !(f > 0) || math.IsInf(f, 0) {
+				return nil, optionsError("memoryLimitBytes must be a positive finite number")
+			}
+			o.MemoryLimitBytes = int64(f)
+		case "timeoutMs":
+			f, ok := toFloat(v)
+			if !ok || !(f > 0) || math.IsInf(f, 0) {
+				return nil, optionsError("timeoutMs must be a positive finite number")
+			}
+			o.Timeout = time.Duration(f * float64(time.Millisecond))
+		case "maxCallStackSize":
+			f, ok := toFloat(v)
+			if !ok || !(f > 0) || f != math.Trunc(f) {
+				return nil, optionsError("maxCallStackSize must be a positive integer")
+			}
+			o.MaxCallStackSize = int(f)
+		case "report":
+			f, ok := v.(func(any))
+			if !ok {
+				return nil, optionsError("report must be a func(any)")
+			}
+			o.Report = f
+		default:
+			return nil, optionsError("Unknown runCode option: %s", k)
+		}
+	}
+	return o, nil
+}
+
+func toFloat(v any) (float64, bool) {
+	n, err := normalize(v, nil)
+	if err != nil {
+		return 0, false
+	}
+	f, ok := n.(float64)
+	return f, ok
+}
+
+// hostError converts an error from a HostFunc to what the sandbox sees.
+func hostError(err error) *Error {
+	var se *Error
+	if errors.As(err, &se) {
+		return &Error{Name: se.Name, Message: se.Message}
+	}
+	name := "Error"
+	var ne NamedError
+	if errors.As(err, &ne) {
+		name = ne.ErrorName()
+	}
+	return &Error{Name: name, Message: err.Error()}
+}
+
+// invokeHost calls a host function for run r, recovering panics.
+func invokeHost(r *Run, fn HostFunc, args []any) (res any, herr *Error) {
+	if fn == nil {
+		return nil, &Error{Name: "BridgeUnavailable", Message: "Bridge is unavailable: unknown host function"}
+	}
+	if r.isSettled() {
+		return nil, &Error{Name: "BridgeUnavailable", Message: "Bridge is unavailable: the run has finished"}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res, herr = nil, &Error{Name: "Error", Message: fmt.Sprintf("host function panicked: %v", p)}
+		}
+	}()
+	v, err := fn(r.ctx, args)
+	if err != nil {
+		return nil, hostError(err)
+	}
+	n, err := normalize(v, nil)
+	if err != nil {
+		return nil, serializationError(err)
+	}
+	return n, nil
+}
+
+// ---- in-process mode ----
+
+type inProcessHost struct {
+	run   *Run
+	funcs []*funcRef
+}
+
+func (h *inProcessHost) call(id int, args []any, done func(any, *Error)) {
+	var fn HostFunc
+	if id >= 0 && id < len(h.funcs) {
+		fn = h.funcs[id].fn
+	}
+	go func() { done(invokeHost(h.run, fn, args)) }()
+}
+
+func (h *inProcessHost) report(v any)   { h.run.addReport(v) }
+func (h *inProcessHost) log(e LogEntry) { h.run.addLog(e) }
+
+func (r *Runner) startInProcess(run *Run, p *prepared) {
+	eng := newEngine(p.job, &inProcessHost{run: run, funcs: p.funcs})
+	grace := r.opts.TerminateGrace
+	run.setTerminator(func(o *outcome) {
+		eng.interrupt(o)
+		// A long builtin call cannot be interrupted: settle anyway after the
+		// grace period (the goroutine finishes on its own later).
+		time.AfterFunc(grace, func() { run.settle(o) })
+	})
+	go func() {
+		o := eng.run()
+		run.settle(o)
+	}()
+}
+
+func init() {
+	if os.Getenv(WorkerEnv) == "1" {
+		os.Exit(serveWorker(os.Stdin, os.Stdout))
+	}
+}
+
+// helpful for messages
+var _ = strings.TrimSpace

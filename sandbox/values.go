@@ -1,0 +1,484 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// UndefinedValue is the type of [Undefined].
+type UndefinedValue struct{}
+
+// Undefined is the Go form of JavaScript undefined. A nil Go value is null.
+var Undefined UndefinedValue
+
+// Map is the Go form of a JavaScript Map: its entries in insertion order.
+type Map []MapEntry
+
+// MapEntry is one key/value pair of a [Map].
+type MapEntry struct {
+	Key, Value any
+}
+
+// Set is the Go form of a JavaScript Set: its members in insertion order.
+type Set []any
+
+// ArrayBuffer is the Go form of a JavaScript ArrayBuffer (its bytes).
+// A Go []byte crosses as a Uint8Array instead.
+type ArrayBuffer []byte
+
+// TypedArray is the Go form of a JavaScript typed array other than
+// Uint8Array (which crosses as []byte): Type is the constructor name, such as
+// "Float64Array", and Data holds the elements' bytes in little-endian order.
+type TypedArray struct {
+	Type string
+	Data []byte
+}
+
+// HostFunc is a Go function made callable from sandbox code when placed in
+// [Options.Imports] or [Options.Globals]. Inside the sandbox it is an async
+// function: each call returns a promise that settles with the function's
+// result. args and the result are transferable values (see the package doc).
+// ctx is cancelled when the run ends. A returned error rejects the promise
+// with an error whose name is the error's name (see [Error] and [NamedError])
+// and whose message is err.Error(); a panic is recovered and rejects the
+// promise too. A HostFunc may be called concurrently with itself.
+type HostFunc func(ctx context.Context, args []any) (any, error)
+
+// NamedError may be implemented by errors returned from a [HostFunc] to set
+// the name of the error the sandbox code sees (default "Error").
+type NamedError interface {
+	error
+	ErrorName() string
+}
+
+// funcRef marks a host function inside a canonical value tree. In the
+// parent it carries the function; on the wire only its id.
+type funcRef struct {
+	id int
+	fn HostFunc
+}
+
+// Typed array element sizes by constructor name.
+var typedArraySizes = map[string]int{
+	"Int8Array": 1, "Uint8Array": 1, "Uint8ClampedArray": 1,
+	"Int16Array": 2, "Uint16Array": 2,
+	"Int32Array": 4, "Uint32Array": 4, "Float32Array": 4,
+	"Float64Array": 8, "BigInt64Array": 8, "BigUint64Array": 8,
+}
+
+var errNotTransferable = errors.New("SerializationError: value is not transferable")
+
+func notTransferable(what string) error {
+	return fmt.Errorf("%w (%s)", errNotTransferable, what)
+}
+
+const maxDepth = 512
+
+// normalize converts a caller's Go value into a canonical value tree that
+// shares no memory with the input. Host functions become *funcRef when
+// funcs is non-nil (they are appended to it), otherwise they are an error.
+func normalize(v any, funcs *[]*funcRef) (any, error) {
+	return normalizeDepth(v, funcs, 0)
+}
+
+func normalizeDepth(v any, funcs *[]*funcRef, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, notTransferable("nesting too deep or cyclic")
+	}
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case UndefinedValue:
+		return Undefined, nil
+	case bool, string:
+		return x, nil
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, notTransferable("non-finite number")
+		}
+		return x, nil
+	case float32:
+		return normalizeDepth(float64(x), funcs, depth)
+	case int:
+		return float64(x), nil
+	case int8:
+		return float64(x), nil
+	case int16:
+		return float64(x), nil
+	case int32:
+		return float64(x), nil
+	case int64:
+		return float64(x), nil
+	case uint:
+		return float64(x), nil
+	case uint8:
+		return float64(x), nil
+	case uint16:
+		return float64(x), nil
+	case uint32:
+		return float64(x), nil
+	case uint64:
+		return float64(x), nil
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil {
+			return nil, notTransferable("bad json.Number")
+		}
+		return normalizeDepth(f, funcs, depth)
+	case *big.Int:
+		if x == nil {
+			return nil, nil
+		}
+		return new(big.Int).Set(x), nil
+	case big.Int:
+		return new(big.Int).Set(&x), nil
+	case time.Time:
+		return x, nil
+	case *time.Time:
+		if x == nil {
+			return nil, nil
+		}
+		return *x, nil
+	case []byte:
+		if x == nil {
+			return []byte{}, nil
+		}
+		return append([]byte{}, x...), nil
+	case ArrayBuffer:
+		return ArrayBuffer(append([]byte{}, x...)), nil
+	case TypedArray:
+		sz, ok := typedArraySizes[x.Type]
+		if !ok || len(x.Data)%sz != 0 {
+			return nil, notTransferable("bad TypedArray " + x.Type)
+		}
+		if x.Type == "Uint8Array" {
+			return append([]byte{}, x.Data...), nil
+		}
+		return TypedArray{Type: x.Type, Data: append([]byte{}, x.Data...)}, nil
+	case Map:
+		out := make(Map, len(x))
+		for i, e := range x {
+			k, err := normalizeDepth(e.Key, funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			val, err := normalizeDepth(e.Value, funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = MapEntry{k, val}
+		}
+		return out, nil
+	case Set:
+		out := make(Set, len(x))
+		for i, e := range x {
+			n, err := normalizeDepth(e, funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			n, err := normalizeDepth(e, funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			n, err := normalizeDepth(e, funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = n
+		}
+		return out, nil
+	case HostFunc:
+		return funcValue(x, funcs)
+	case func(context.Context, []any) (any, error):
+		return funcValue(x, funcs)
+	case *funcRef:
+		return x, nil
+	}
+	return normalizeReflect(reflect.ValueOf(v), funcs, depth)
+}
+
+func funcValue(f HostFunc, funcs *[]*funcRef) (any, error) {
+	if funcs == nil || f == nil {
+		return nil, notTransferable("function")
+	}
+	r := &funcRef{id: len(*funcs), fn: f}
+	*funcs = append(*funcs, r)
+	return r, nil
+}
+
+func normalizeReflect(rv reflect.Value, funcs *[]*funcRef, depth int) (any, error) {
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		return normalizeDepth(rv.Elem().Interface(), funcs, depth+1)
+	case reflect.Bool:
+		return rv.Bool(), nil
+	case reflect.String:
+		return rv.String(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return float64(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return normalizeDepth(rv.Float(), funcs, depth)
+	case reflect.Slice, reflect.Array:
+		if rv.Kind() == reflect.Slice && rv.IsNil() {
+			return []any{}, nil
+		}
+		out := make([]any, rv.Len())
+		for i := range out {
+			n, err := normalizeDepth(rv.Index(i).Interface(), funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = n
+		}
+		return out, nil
+	case reflect.Map:
+		if rv.Type().Key().Kind() != reflect.String {
+			return nil, notTransferable("map with non-string keys; use sandbox.Map")
+		}
+		out := make(map[string]any, rv.Len())
+		it := rv.MapRange()
+		for it.Next() {
+			n, err := normalizeDepth(it.Value().Interface(), funcs, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out[it.Key().String()] = n
+		}
+		return out, nil
+	case reflect.Struct:
+		// Structs cross as plain objects shaped by their JSON encoding.
+		data, err := json.Marshal(rv.Interface())
+		if err != nil {
+			return nil, notTransferable(rv.Type().String())
+		}
+		var m any
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, notTransferable(rv.Type().String())
+		}
+		return normalizeDepth(m, nil, depth+1)
+	case reflect.Func:
+		if rv.Type().ConvertibleTo(reflect.TypeOf(HostFunc(nil))) {
+			return funcValue(rv.Convert(reflect.TypeOf(HostFunc(nil))).Interface().(HostFunc), funcs)
+		}
+		return nil, notTransferable("function of type " + rv.Type().String() + "; use sandbox.HostFunc")
+	}
+	return nil, notTransferable(rv.Type().String())
+}
+
+// ---- wire encoding ----
+//
+// Canonical values are carried between processes as JSON with single-key
+// tagged objects for everything JSON cannot express directly:
+//   {"o":{...}} object   {"a":[...]} array   {"u":1} undefined
+//   {"d":ms} Date        {"m":[[k,v]...]} Map  {"s":[...]} Set
+//   {"n":"123"} bigint   {"b":"base64"} ArrayBuffer
+//   {"t":"Float64Array","b":"base64"} typed array   {"f":id} host function
+
+func toWire(v any) any {
+	switch x := v.(type) {
+	case nil, bool, string, float64:
+		return x
+	case UndefinedValue:
+		return map[string]any{"u": 1}
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = toWire(e)
+		}
+		return map[string]any{"a": out}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = toWire(e)
+		}
+		return map[string]any{"o": out}
+	case time.Time:
+		return map[string]any{"d": float64(x.UnixMilli())}
+	case Map:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = []any{toWire(e.Key), toWire(e.Value)}
+		}
+		return map[string]any{"m": out}
+	case Set:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = toWire(e)
+		}
+		return map[string]any{"s": out}
+	case *big.Int:
+		return map[string]any{"n": x.String()}
+	case ArrayBuffer:
+		return map[string]any{"b": base64.StdEncoding.EncodeToString(x)}
+	case []byte:
+		return map[string]any{"t": "Uint8Array", "b": base64.StdEncoding.EncodeToString(x)}
+	case TypedArray:
+		return map[string]any{"t": x.Type, "b": base64.StdEncoding.EncodeToString(x.Data)}
+	case *funcRef:
+		return map[string]any{"f": float64(x.id)}
+	}
+	panic(fmt.Sprintf("sandbox: toWire: unexpected %T", v))
+}
+
+func fromWire(v any) (any, error) {
+	switch x := v.(type) {
+	case nil, bool, string, float64:
+		return x, nil
+	case json.Number:
+		return x.Float64()
+	case map[string]any:
+		if len(x) != 1 && len(x) != 2 {
+			return nil, errors.New("sandbox: bad wire value")
+		}
+		if o, ok := x["o"].(map[string]any); ok {
+			out := make(map[string]any, len(o))
+			for k, e := range o {
+				d, err := fromWire(e)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = d
+			}
+			return out, nil
+		}
+		if a, ok := x["a"].([]any); ok {
+			return fromWireList(a)
+		}
+		if _, ok := x["u"]; ok {
+			return Undefined, nil
+		}
+		if d, ok := x["d"]; ok {
+			f, err := wireFloat(d)
+			if err != nil {
+				return nil, err
+			}
+			return time.UnixMilli(int64(f)).UTC(), nil
+		}
+		if m, ok := x["m"].([]any); ok {
+			out := make(Map, len(m))
+			for i, e := range m {
+				pair, ok := e.([]any)
+				if !ok || len(pair) != 2 {
+					return nil, errors.New("sandbox: bad wire map entry")
+				}
+				k, err := fromWire(pair[0])
+				if err != nil {
+					return nil, err
+				}
+				val, err := fromWire(pair[1])
+				if err != nil {
+					return nil, err
+				}
+				out[i] = MapEntry{k, val}
+			}
+			return out, nil
+		}
+		if s, ok := x["s"].([]any); ok {
+			l, err := fromWireList(s)
+			if err != nil {
+				return nil, err
+			}
+			return Set(l), nil
+		}
+		if n, ok := x["n"].(string); ok {
+			b, ok := new(big.Int).SetString(n, 10)
+			if !ok {
+				return nil, errors.New("sandbox: bad wire bigint")
+			}
+			return b, nil
+		}
+		if b, ok := x["b"].(string); ok {
+			data, err := base64.StdEncoding.DecodeString(b)
+			if err != nil {
+				return nil, err
+			}
+			if t, ok := x["t"].(string); ok {
+				if t == "Uint8Array" {
+					return data, nil
+				}
+				return TypedArray{Type: t, Data: data}, nil
+			}
+			return ArrayBuffer(data), nil
+		}
+		if f, ok := x["f"]; ok {
+			id, err := wireFloat(f)
+			if err != nil {
+				return nil, err
+			}
+			return &funcRef{id: int(id)}, nil
+		}
+	}
+	return nil, fmt.Errorf("sandbox: bad wire value %T", v)
+}
+
+func wireFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case json.Number:
+		return x.Float64()
+	}
+	return 0, errors.New("sandbox: bad wire number")
+}
+
+func fromWireList(a []any) ([]any, error) {
+	out := make([]any, len(a))
+	for i, e := range a {
+		d, err := fromWire(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+// sortedKeys returns m's keys in a deterministic order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// describe is a short text form of a canonical value for messages.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
