@@ -1,0 +1,1363 @@
+package storetest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolrun/toolrun"
+)
+
+// cases returns the conformance cases in the order they run.
+func cases() []testCase {
+	return []testCase{
+		{name: "Thread/RoundTrip", rule: "GetThread returns every field CreateThread stored", fn: caseThreadRoundTrip},
+		{name: "Thread/CreatedAt", rule: "CreateThread sets a zero CreatedAt to the current time, writes it back, and keeps a given one", fn: caseThreadCreatedAt},
+		{name: "Thread/Exists", rule: "CreateThread fails with ErrThreadExists for an id in use and leaves the stored thread unchanged", fn: caseThreadExists},
+		{name: "Thread/NotFound", rule: "GetThread and UpdateThread fail with ErrNotFound for an unknown id", fn: caseThreadNotFound},
+		{name: "Thread/Update", rule: "UpdateThread replaces every field but ID and CreatedAt", fn: caseThreadUpdate},
+		{name: "Thread/DeepCopy", rule: "threads handed to or returned by the store do not share maps or slices with it", fn: caseThreadDeepCopy},
+		{name: "Messages/Assigned", rule: "AppendMessages assigns Seq (strictly increasing), ThreadID, an ID when empty and CreatedAt when zero, and writes them back", fn: caseMessagesAssigned},
+		{name: "Messages/UnknownThread", rule: "AppendMessages fails with ErrNotFound when the thread does not exist", fn: caseMessagesUnknownThread},
+		{name: "Messages/RoundTrip", rule: "every Message field survives AppendMessages and ListMessages/ToolResult", fn: caseMessagesRoundTrip},
+		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
+		{name: "Messages/DuplicateToolResult", rule: "a second result for a tool-call id fails with ErrDuplicateToolResult and the whole append stores nothing", fn: caseDuplicateToolResult},
+		{name: "Messages/DuplicateToolResultInBatch", rule: "two results for one tool-call id within one append fail with ErrDuplicateToolResult and store nothing", fn: caseDuplicateInBatch},
+		{name: "Messages/ToolResultScope", rule: "the duplicate rule applies per thread and only to RoleTool messages that name a tool-call id", fn: caseToolResultScope},
+		{name: "Messages/List", rule: "ListMessages follows the documented Order, Limit, Offset, IncludeSilent and MaxDepth semantics, with Total and HasMore", fn: caseMessagesList},
+		{name: "Messages/ListUnknownThread", rule: "ListMessages of an unknown thread returns no messages and no error", fn: caseListUnknownThread},
+		{name: "Messages/ToolResult", rule: "ToolResult returns the stored result of a tool-call id, or ErrNotFound", fn: caseToolResult},
+		{name: "Messages/ConcurrentAppends", rule: "concurrent appends to one thread lose nothing and get unique Seqs that increase in list order", fn: caseConcurrentAppends},
+		{name: "Values/RoundTrip", rule: "SetValue stores a JSON document that GetValue returns unchanged; values are per thread", fn: caseValuesRoundTrip},
+		{name: "Values/Delete", rule: "SetValue with nil or JSON null deletes the key; GetValue of a missing key fails with ErrNotFound", fn: caseValuesDelete},
+		{name: "Env/Scopes", rule: "env values keep value and type, per scope and owner; thread and user scopes do not mix", fn: caseEnvScopes},
+		{name: "Env/DeleteList", rule: "DeleteEnv removes a value (a missing one is no error); ListEnv returns every value, an empty map when none", fn: caseEnvDeleteList},
+		{name: "Files/WriteRead", rule: "WriteFile stores bytes and info that ReadFile and StatFile return; an empty file reads as non-nil bytes", fn: caseFilesWriteRead},
+		{name: "Files/Replace", rule: "WriteFile on an existing path replaces data, type and size and keeps CreatedAt", fn: caseFilesReplace},
+		{name: "Files/List", rule: "ListFiles returns every file at or below dir, sorted by path (byte order), and nothing that merely shares a prefix", fn: caseFilesList},
+		{name: "Files/Delete", rule: "DeleteFile removes the file; reading, stating or deleting a missing file fails with ErrNotFound", fn: caseFilesDelete},
+		{name: "Children/PutGet", rule: "PutChild stores an entry that Child returns; a zero CreatedAt is set", fn: caseChildrenPutGet},
+		{name: "Children/Order", rule: "Children returns entries in creation order, and replacing an entry keeps its CreatedAt and position", fn: caseChildrenOrder},
+		{name: "Children/NotFound", rule: "Child of an unknown entry fails with ErrNotFound; Children of an unknown parent is empty", fn: caseChildrenNotFound},
+		{name: "Large", rule: "multi-megabyte message content, values and files are stored and returned intact", fn: caseLarge},
+		{name: "Unicode", rule: "non-ASCII thread ids, keys, names, paths and contents round-trip unchanged", fn: caseUnicode},
+		{name: "Reopen", rule: "everything written survives closing and reopening the store, and Seq and the duplicate rule continue across it", needsReopen: true, fn: caseReopen},
+	}
+}
+
+var idCounter atomic.Int64
+
+// uid returns a fresh id with the given prefix, unique across stores and runs.
+func uid(prefix string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", prefix, idCounter.Add(1), hex.EncodeToString(b[:]))
+}
+
+// ts returns a fixed time at microsecond precision (the finest precision a
+// store is required to keep), in a non-UTC zone to catch zone mix-ups.
+func ts(sec int) time.Time {
+	return time.Date(2025, 3, 14, 15, 9, 26, 535897000, time.FixedZone("X", 3600)).Add(time.Duration(sec) * time.Second)
+}
+
+// newThread creates a thread with a fresh id on st.
+func (e *env) newThread(st toolrun.Store) string {
+	e.Helper()
+	id := uid("thr")
+	e.must(st.CreateThread(e.ctx, &toolrun.Thread{ID: id}), "create thread %s", id)
+	return id
+}
+
+// jsonNorm returns v after a JSON round trip, so values that differ only
+// in Go representation (int vs float64, nil vs empty) compare equal.
+func jsonNorm(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("unmarshalable: %v", err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return fmt.Sprintf("bad json: %v", err)
+	}
+	return out
+}
+
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return short(string(b))
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a, b any) bool { return reflect.DeepEqual(jsonNorm(a), jsonNorm(b)) }
+
+// diffThread describes how got differs from want, or returns "".
+func diffThread(got, want *toolrun.Thread) string {
+	if got == nil {
+		return "got nil thread"
+	}
+	if !got.CreatedAt.Equal(want.CreatedAt) {
+		return fmt.Sprintf("CreatedAt = %v, want %v", got.CreatedAt, want.CreatedAt)
+	}
+	if !got.TerminatedAt.Equal(want.TerminatedAt) {
+		return fmt.Sprintf("TerminatedAt = %v, want %v", got.TerminatedAt, want.TerminatedAt)
+	}
+	g, w := *got, *want
+	g.CreatedAt, w.CreatedAt, g.TerminatedAt, w.TerminatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if len(g.Tags) == 0 && len(w.Tags) == 0 {
+		g.Tags, w.Tags = nil, nil
+	}
+	if !sameJSON(g, w) {
+		return fmt.Sprintf("got %s, want %s", jsonText(g), jsonText(w))
+	}
+	return ""
+}
+
+// diffMessage describes how got differs from want, or returns "".
+func diffMessage(got, want *toolrun.Message) string {
+	if got == nil {
+		return "got nil message"
+	}
+	if !got.CreatedAt.Equal(want.CreatedAt) {
+		return fmt.Sprintf("message %s: CreatedAt = %v, want %v", want.ID, got.CreatedAt, want.CreatedAt)
+	}
+	g, w := *got, *want
+	g.CreatedAt, w.CreatedAt = time.Time{}, time.Time{}
+	if !sameJSON(g, w) {
+		return fmt.Sprintf("message %s: got %s, want %s", want.ID, jsonText(g), jsonText(w))
+	}
+	return ""
+}
+
+func diffFileInfo(got, want toolrun.FileInfo) string {
+	if got.Path != want.Path || got.MimeType != want.MimeType || got.Size != want.Size ||
+		!got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
+		return fmt.Sprintf("got %+v, want %+v", got, want)
+	}
+	return ""
+}
+
+func diffChild(got, want toolrun.ChildEntry) string {
+	if !got.CreatedAt.Equal(want.CreatedAt) {
+		return fmt.Sprintf("child %s: CreatedAt = %v, want %v", want.Reference, got.CreatedAt, want.CreatedAt)
+	}
+	g, w := got, want
+	g.CreatedAt, w.CreatedAt, g.UpdatedAt, w.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if !sameJSON(g, w) {
+		return fmt.Sprintf("child %s: got %s, want %s", want.Reference, jsonText(g), jsonText(w))
+	}
+	return ""
+}
+
+// all is the query that lists every message of a thread oldest first.
+var all = toolrun.MessageQuery{Order: toolrun.OrderAsc, IncludeSilent: true, MaxDepth: -1}
+
+func (e *env) listAll(st toolrun.Store, thread string) []toolrun.Message {
+	e.Helper()
+	p, err := st.ListMessages(e.ctx, thread, all)
+	e.must(err, "list messages of %s", thread)
+	return p.Messages
+}
+
+// ---- threads ----
+
+func sampleThread(id string) *toolrun.Thread {
+	return &toolrun.Thread{
+		ID:       id,
+		AgentID:  "support-agent",
+		UserID:   "user-42",
+		ParentID: "thr-parent",
+		Properties: map[string]any{
+			"topic": "billing",
+			"n":     3.5,
+			"args":  map[string]any{"list": []any{1.0, "two", true, nil}, "deep": map[string]any{"x": "y"}},
+		},
+		Tags:      []string{"vip", "beta"},
+		CreatedAt: ts(0),
+	}
+}
+
+func caseThreadRoundTrip(e *env) {
+	st := e.newStore()
+	want := sampleThread(uid("thr"))
+	e.must(st.CreateThread(e.ctx, want), "create thread")
+	got, err := st.GetThread(e.ctx, want.ID)
+	e.must(err, "get thread")
+	if d := diffThread(got, want); d != "" {
+		e.Errorf("GetThread: %s", d)
+	}
+	// A minimal thread (no optional fields) also round-trips.
+	min := &toolrun.Thread{ID: uid("thr")}
+	e.must(st.CreateThread(e.ctx, min), "create minimal thread")
+	got, err = st.GetThread(e.ctx, min.ID)
+	e.must(err, "get minimal thread")
+	if d := diffThread(got, min); d != "" {
+		e.Errorf("GetThread of a minimal thread: %s", d)
+	}
+}
+
+func caseThreadCreatedAt(e *env) {
+	st := e.newStore()
+	before := time.Now().Add(-time.Second)
+	th := &toolrun.Thread{ID: uid("thr")}
+	e.must(st.CreateThread(e.ctx, th), "create thread")
+	if th.CreatedAt.IsZero() {
+		e.Fatalf("CreateThread did not write back the CreatedAt it set")
+	}
+	if th.CreatedAt.Before(before) || th.CreatedAt.After(time.Now().Add(time.Second)) {
+		e.Errorf("CreatedAt = %v, want about now", th.CreatedAt)
+	}
+	got, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread")
+	if !got.CreatedAt.Equal(th.CreatedAt) {
+		e.Errorf("stored CreatedAt %v differs from the written-back %v", got.CreatedAt, th.CreatedAt)
+	}
+	given := &toolrun.Thread{ID: uid("thr"), CreatedAt: ts(7)}
+	e.must(st.CreateThread(e.ctx, given), "create thread with CreatedAt")
+	got, err = st.GetThread(e.ctx, given.ID)
+	e.must(err, "get thread")
+	if !got.CreatedAt.Equal(ts(7)) {
+		e.Errorf("given CreatedAt %v came back as %v", ts(7), got.CreatedAt)
+	}
+}
+
+func caseThreadExists(e *env) {
+	st := e.newStore()
+	first := sampleThread(uid("thr"))
+	e.must(st.CreateThread(e.ctx, first), "create thread")
+	second := &toolrun.Thread{ID: first.ID, AgentID: "other", CreatedAt: ts(99)}
+	e.wantErr(st.CreateThread(e.ctx, second), toolrun.ErrThreadExists, "second CreateThread with the same id")
+	got, err := st.GetThread(e.ctx, first.ID)
+	e.must(err, "get thread")
+	if d := diffThread(got, first); d != "" {
+		e.Errorf("failed CreateThread changed the stored thread: %s", d)
+	}
+}
+
+func caseThreadNotFound(e *env) {
+	st := e.newStore()
+	_, err := st.GetThread(e.ctx, uid("missing"))
+	e.wantErr(err, toolrun.ErrNotFound, "GetThread of an unknown id")
+	err = st.UpdateThread(e.ctx, &toolrun.Thread{ID: uid("missing"), AgentID: "a"})
+	e.wantErr(err, toolrun.ErrNotFound, "UpdateThread of an unknown id")
+}
+
+func caseThreadUpdate(e *env) {
+	st := e.newStore()
+	orig := sampleThread(uid("thr"))
+	e.must(st.CreateThread(e.ctx, orig), "create thread")
+	upd := &toolrun.Thread{
+		ID:           orig.ID,
+		AgentID:      "billing-agent",
+		UserID:       "",
+		ParentID:     "",
+		Properties:   map[string]any{"replaced": true},
+		Tags:         nil,
+		CreatedAt:    ts(500), // ignored: CreatedAt is kept
+		TerminatedAt: ts(600),
+	}
+	e.must(st.UpdateThread(e.ctx, upd), "update thread")
+	got, err := st.GetThread(e.ctx, orig.ID)
+	e.must(err, "get thread")
+	want := *upd
+	want.CreatedAt = orig.CreatedAt
+	if d := diffThread(got, &want); d != "" {
+		e.Errorf("after UpdateThread: %s", d)
+	}
+	// Clearing TerminatedAt again works too.
+	want.TerminatedAt = time.Time{}
+	e.must(st.UpdateThread(e.ctx, &want), "update thread")
+	got, err = st.GetThread(e.ctx, orig.ID)
+	e.must(err, "get thread")
+	if d := diffThread(got, &want); d != "" {
+		e.Errorf("after clearing TerminatedAt: %s", d)
+	}
+}
+
+func caseThreadDeepCopy(e *env) {
+	st := e.newStore()
+	th := sampleThread(uid("thr"))
+	e.must(st.CreateThread(e.ctx, th), "create thread")
+	want := sampleThread(th.ID)
+	// Change the caller's copy after the call.
+	th.Tags[0] = "changed"
+	th.Properties["topic"] = "changed"
+	th.Properties["args"].(map[string]any)["deep"].(map[string]any)["x"] = "changed"
+	got, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread")
+	if d := diffThread(got, want); d != "" {
+		e.Fatalf("changing the thread passed to CreateThread changed the store: %s", d)
+	}
+	// Change a returned copy.
+	got.Tags[1] = "changed"
+	got.Properties["n"] = 0.0
+	got.Properties["args"].(map[string]any)["list"].([]any)[0] = "changed"
+	again, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread")
+	if d := diffThread(again, want); d != "" {
+		e.Errorf("changing a thread returned by GetThread changed the store: %s", d)
+	}
+}
+
+// ---- messages ----
+
+func caseMessagesAssigned(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	before := time.Now().Add(-time.Second)
+	a := &toolrun.Message{Role: toolrun.RoleUser, Content: "one"}
+	b := &toolrun.Message{Role: toolrun.RoleAssistant, Content: "two", ID: "my-id", CreatedAt: ts(3)}
+	e.must(st.AppendMessages(e.ctx, thread, a, b), "append")
+	c := &toolrun.Message{Role: toolrun.RoleUser, Content: "three"}
+	e.must(st.AppendMessages(e.ctx, thread, c), "append")
+	e.must(st.AppendMessages(e.ctx, thread), "append of no messages")
+
+	for _, m := range []*toolrun.Message{a, b, c} {
+		if m.ThreadID != thread {
+			e.Errorf("%q: ThreadID = %q, want %q", m.Content, m.ThreadID, thread)
+		}
+		if m.ID == "" {
+			e.Errorf("%q: no ID written back", m.Content)
+		}
+	}
+	if a.ID == c.ID {
+		e.Errorf("two messages got the same ID %q", a.ID)
+	}
+	if b.ID != "my-id" {
+		e.Errorf("a given ID was replaced: %q", b.ID)
+	}
+	if !(a.Seq < b.Seq && b.Seq < c.Seq) {
+		e.Errorf("Seqs %d, %d, %d are not strictly increasing in append order", a.Seq, b.Seq, c.Seq)
+	}
+	if a.CreatedAt.Before(before) || a.CreatedAt.After(time.Now().Add(time.Second)) {
+		e.Errorf("assigned CreatedAt = %v, want about now", a.CreatedAt)
+	}
+	if !b.CreatedAt.Equal(ts(3)) {
+		e.Errorf("a given CreatedAt was changed to %v", b.CreatedAt)
+	}
+	got := e.listAll(st, thread)
+	if len(got) != 3 {
+		e.Fatalf("listed %d messages, want 3", len(got))
+	}
+	for i, want := range []*toolrun.Message{a, b, c} {
+		if d := diffMessage(&got[i], want); d != "" {
+			e.Errorf("stored message differs from the written-back one: %s", d)
+		}
+	}
+}
+
+func caseMessagesUnknownThread(e *env) {
+	st := e.newStore()
+	missing := uid("missing")
+	err := st.AppendMessages(e.ctx, missing, &toolrun.Message{Role: toolrun.RoleUser, Content: "x"})
+	e.wantErr(err, toolrun.ErrNotFound, "AppendMessages to an unknown thread")
+	p, err := st.ListMessages(e.ctx, missing, all)
+	e.must(err, "list")
+	if len(p.Messages) != 0 || p.Total != 0 {
+		e.Errorf("failed append stored something: %d messages, Total %d", len(p.Messages), p.Total)
+	}
+}
+
+// fullMessages returns messages that use every Message field.
+func fullMessages() []*toolrun.Message {
+	return []*toolrun.Message{
+		{Role: toolrun.RoleSystem, Content: "You are helpful.", Prompt: "main"},
+		{
+			Role:    toolrun.RoleAssistant,
+			Content: "Calling tools — «ok» \"quoted\"\n\ttab \\ backslash",
+			ToolCalls: []toolrun.ToolCall{
+				{ID: "call_1", Name: "search", Arguments: `{"q":"straße","n":3}`},
+				{ID: "call_2", Name: "fetch", Arguments: `{}`},
+			},
+			Prompt:   "main",
+			Metadata: map[string]any{"usage": map[string]any{"in": 10.0, "out": 20.0}},
+		},
+		{
+			ID:         "given-id",
+			Role:       toolrun.RoleTool,
+			Content:    "Error: boom",
+			ToolCallID: "call_1",
+			Name:       "search",
+			ToolStatus: toolrun.StatusError,
+			Attachments: []toolrun.AttachmentRef{{
+				ID: "att_1", Type: "file", Path: "/out/chart.png", Name: "chart.png",
+				MimeType: "image/png", Size: 1234, Width: 640, Height: 480, Description: "a chart",
+			}},
+			ParentID:   "msg_parent",
+			Depth:      2,
+			Silent:     true,
+			Prompt:     "sub",
+			SubagentID: "thr-child",
+			Metadata: map[string]any{
+				toolrun.MetaErrorCode: "upstream_failed",
+				toolrun.MetaErrorData: map[string]any{"status": 502.0, "hosts": []any{"a", "b"}, "nested": map[string]any{"ok": false, "none": nil}},
+				toolrun.MetaStack:     "goroutine 1 [running]:\nmain.main()",
+				toolrun.MetaQueued:    true,
+				toolrun.MetaArguments: `{"q":"x"}`,
+			},
+			CreatedAt: ts(10),
+		},
+		{
+			Role: toolrun.RoleTool, Content: "ok", ToolCallID: "call_2", Name: "fetch",
+			ToolStatus: toolrun.StatusSuccess, Depth: 1,
+		},
+		{Role: toolrun.RoleUser, Content: ""},
+	}
+}
+
+func caseMessagesRoundTrip(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	msgs := fullMessages()
+	e.must(st.AppendMessages(e.ctx, thread, msgs...), "append")
+	got := e.listAll(st, thread)
+	if len(got) != len(msgs) {
+		e.Fatalf("listed %d messages, want %d", len(got), len(msgs))
+	}
+	for i, want := range msgs {
+		if d := diffMessage(&got[i], want); d != "" {
+			e.Errorf("ListMessages: %s", d)
+		}
+	}
+	r, err := st.ToolResult(e.ctx, thread, "call_1")
+	e.must(err, "tool result")
+	if d := diffMessage(r, msgs[2]); d != "" {
+		e.Errorf("ToolResult: %s", d)
+	}
+}
+
+func caseMessagesNotAliased(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	msgs := fullMessages()
+	e.must(st.AppendMessages(e.ctx, thread, msgs...), "append")
+	want := make([]toolrun.Message, len(msgs))
+	for i, m := range msgs {
+		want[i] = *m
+		want[i].Metadata = nil
+		if m.Metadata != nil {
+			want[i].Metadata = jsonNorm(m.Metadata).(map[string]any)
+		}
+		want[i].ToolCalls = slices.Clone(m.ToolCalls)
+		want[i].Attachments = slices.Clone(m.Attachments)
+	}
+	// Change the appended messages.
+	msgs[1].ToolCalls[0].Name = "changed"
+	msgs[1].Metadata["usage"].(map[string]any)["in"] = -1.0
+	msgs[2].Attachments[0].Path = "/changed"
+	msgs[2].Metadata[toolrun.MetaErrorData].(map[string]any)["hosts"].([]any)[0] = "changed"
+	msgs[3].Content = "changed"
+	got := e.listAll(st, thread)
+	for i := range want {
+		if d := diffMessage(&got[i], &want[i]); d != "" {
+			e.Errorf("changing a message after AppendMessages changed the store: %s", d)
+		}
+	}
+	// Change a listed message.
+	got[1].ToolCalls[0].Name = "changed"
+	got[1].Metadata["usage"].(map[string]any)["in"] = -1.0
+	got[2].Attachments[0].Path = "/changed"
+	again := e.listAll(st, thread)
+	for i := range want {
+		if d := diffMessage(&again[i], &want[i]); d != "" {
+			e.Errorf("changing a listed message changed the store: %s", d)
+		}
+	}
+}
+
+func toolMsg(callID, content string) *toolrun.Message {
+	return &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: callID, Name: "t", ToolStatus: toolrun.StatusSuccess, Content: content}
+}
+
+func caseDuplicateToolResult(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	e.must(st.AppendMessages(e.ctx, thread, toolMsg("call_a", "first")), "append first result")
+	before := e.listAll(st, thread)
+	// A batch with a fresh message, a fresh result and a duplicate result.
+	err := st.AppendMessages(e.ctx, thread,
+		&toolrun.Message{Role: toolrun.RoleAssistant, Content: "fresh"},
+		toolMsg("call_b", "fresh result"),
+		toolMsg("call_a", "second"))
+	e.wantErr(err, toolrun.ErrDuplicateToolResult, "append with a duplicate tool result")
+	after := e.listAll(st, thread)
+	if len(after) != len(before) {
+		e.Errorf("the refused append stored %d of its messages; want all or nothing", len(after)-len(before))
+	}
+	if _, err := st.ToolResult(e.ctx, thread, "call_b"); err == nil {
+		e.Errorf("the refused append stored the result of call_b")
+	}
+	r, err := st.ToolResult(e.ctx, thread, "call_a")
+	e.must(err, "tool result")
+	if r.Content != "first" {
+		e.Errorf("ToolResult(call_a) = %q, want the first result", r.Content)
+	}
+	// The thread still takes appends, with Seqs above every earlier one.
+	m := toolMsg("call_b", "later")
+	e.must(st.AppendMessages(e.ctx, thread, m), "append after a refused append")
+	if m.Seq <= before[len(before)-1].Seq {
+		e.Errorf("Seq %d after a refused append is not above the last stored Seq %d", m.Seq, before[len(before)-1].Seq)
+	}
+}
+
+func caseDuplicateInBatch(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	err := st.AppendMessages(e.ctx, thread,
+		toolMsg("call_x", "one"),
+		&toolrun.Message{Role: toolrun.RoleUser, Content: "between"},
+		toolMsg("call_x", "two"))
+	e.wantErr(err, toolrun.ErrDuplicateToolResult, "append with two results for one tool call")
+	if got := e.listAll(st, thread); len(got) != 0 {
+		e.Errorf("the refused append stored %d messages; want none", len(got))
+	}
+	_, err = st.ToolResult(e.ctx, thread, "call_x")
+	e.wantErr(err, toolrun.ErrNotFound, "ToolResult after the refused append")
+}
+
+func caseToolResultScope(e *env) {
+	st := e.newStore()
+	t1, t2 := e.newThread(st), e.newThread(st)
+	e.must(st.AppendMessages(e.ctx, t1, toolMsg("call_1", "t1")), "append to thread 1")
+	// The same tool-call id on another thread is a different call.
+	e.must(st.AppendMessages(e.ctx, t2, toolMsg("call_1", "t2")), "append the same tool-call id to another thread")
+	r, err := st.ToolResult(e.ctx, t2, "call_1")
+	e.must(err, "tool result of thread 2")
+	if r.Content != "t2" {
+		e.Errorf("ToolResult on thread 2 = %q, want %q", r.Content, "t2")
+	}
+	// The assistant message that issued the call is not a result.
+	e.must(st.AppendMessages(e.ctx, t1, &toolrun.Message{
+		Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "call_2", Name: "t", Arguments: "{}"}},
+	}), "append an assistant message with a call")
+	e.must(st.AppendMessages(e.ctx, t1, toolMsg("call_2", "result")), "append the result of a call issued before")
+	// Tool messages without a tool-call id name no call and never collide.
+	e.must(st.AppendMessages(e.ctx, t1, toolMsg("", "a"), toolMsg("", "b")), "append two tool messages without a tool-call id")
+	e.must(st.AppendMessages(e.ctx, t1, toolMsg("", "c")), "append another tool message without a tool-call id")
+	if n := len(e.listAll(st, t1)); n != 6 {
+		e.Errorf("thread 1 has %d messages, want 6", n)
+	}
+}
+
+// listFixture describes the messages of the List case: depth and silence.
+var listFixture = []struct {
+	depth  int
+	silent bool
+}{
+	{0, false}, {0, false}, {1, false}, {0, true}, {2, false}, {0, false},
+	{1, true}, {0, false}, {0, true}, {1, false}, {0, false}, {2, true}, {0, false},
+}
+
+// expectPage computes the documented answer to q over msgs (oldest first).
+func expectPage(msgs []toolrun.Message, q toolrun.MessageQuery) (ids []string, total int, hasMore bool) {
+	var match []toolrun.Message
+	for _, m := range msgs {
+		if m.Silent && !q.IncludeSilent {
+			continue
+		}
+		if q.MaxDepth >= 0 && m.Depth > q.MaxDepth {
+			continue
+		}
+		match = append(match, m)
+	}
+	total = len(match)
+	from := slices.Clone(match) // the end the order selects from comes first
+	if q.Order != toolrun.OrderAsc {
+		slices.Reverse(from)
+	}
+	off := max(q.Offset, 0)
+	if off > len(from) {
+		off = len(from)
+	}
+	page := from[off:]
+	if q.Limit > 0 && len(page) > q.Limit {
+		page = page[:q.Limit]
+	}
+	hasMore = off+len(page) < total
+	if q.Order == toolrun.OrderDefault {
+		page = slices.Clone(page)
+		slices.Reverse(page)
+	}
+	for _, m := range page {
+		ids = append(ids, m.ID)
+	}
+	return ids, total, hasMore
+}
+
+func caseMessagesList(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	// Append in a mix of batch sizes.
+	var msgs []*toolrun.Message
+	for i, f := range listFixture {
+		msgs = append(msgs, &toolrun.Message{Role: toolrun.RoleUser, Content: fmt.Sprintf("m%02d", i), Depth: f.depth, Silent: f.silent})
+	}
+	e.must(st.AppendMessages(e.ctx, thread, msgs[:1]...), "append")
+	e.must(st.AppendMessages(e.ctx, thread, msgs[1:5]...), "append")
+	for _, m := range msgs[5:] {
+		e.must(st.AppendMessages(e.ctx, thread, m), "append")
+	}
+	stored := make([]toolrun.Message, len(msgs))
+	for i, m := range msgs {
+		stored[i] = *m
+	}
+	failures := 0
+	for _, order := range []toolrun.Order{toolrun.OrderDefault, toolrun.OrderDesc, toolrun.OrderAsc} {
+		for _, limit := range []int{0, 1, 3, 5, 100} {
+			for _, offset := range []int{0, 1, 4, 8, 50} {
+				for _, silent := range []bool{false, true} {
+					for _, depth := range []int{0, 1, -1} {
+						q := toolrun.MessageQuery{Limit: limit, Offset: offset, Order: order, IncludeSilent: silent, MaxDepth: depth}
+						wantIDs, wantTotal, wantMore := expectPage(stored, q)
+						p, err := st.ListMessages(e.ctx, thread, q)
+						e.must(err, "list %+v", q)
+						var gotIDs []string
+						for _, m := range p.Messages {
+							gotIDs = append(gotIDs, m.ID)
+						}
+						if !slices.Equal(gotIDs, wantIDs) || p.Total != wantTotal || p.HasMore != wantMore {
+							failures++
+							if failures <= 10 {
+								e.Errorf("ListMessages(%+v) = %s Total %d HasMore %v; want %s Total %d HasMore %v",
+									q, contents(p.Messages), p.Total, p.HasMore, contentsOf(stored, wantIDs), wantTotal, wantMore)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if failures > 10 {
+		e.Errorf("… and %d more wrong pages", failures-10)
+	}
+}
+
+func contents(ms []toolrun.Message) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, m.Content)
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func contentsOf(ms []toolrun.Message, ids []string) string {
+	var s []string
+	for _, id := range ids {
+		for _, m := range ms {
+			if m.ID == id {
+				s = append(s, m.Content)
+			}
+		}
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func caseListUnknownThread(e *env) {
+	st := e.newStore()
+	for _, q := range []toolrun.MessageQuery{{}, all, {Order: toolrun.OrderDesc, Limit: 5}} {
+		p, err := st.ListMessages(e.ctx, uid("missing"), q)
+		if err != nil {
+			e.Errorf("ListMessages(%+v) of an unknown thread: %v", q, err)
+			continue
+		}
+		if len(p.Messages) != 0 || p.Total != 0 || p.HasMore {
+			e.Errorf("ListMessages(%+v) of an unknown thread = %d messages, Total %d, HasMore %v; want none", q, len(p.Messages), p.Total, p.HasMore)
+		}
+	}
+}
+
+func caseToolResult(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	r1, r2 := toolMsg("call_1", "one"), toolMsg("call_2", "two")
+	e.must(st.AppendMessages(e.ctx, thread, &toolrun.Message{Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "call_1"}, {ID: "call_2"}}}, r1), "append")
+	e.must(st.AppendMessages(e.ctx, thread, r2), "append")
+	for _, want := range []*toolrun.Message{r1, r2} {
+		got, err := st.ToolResult(e.ctx, thread, want.ToolCallID)
+		if err != nil {
+			e.Errorf("ToolResult(%s): %v", want.ToolCallID, err)
+			continue
+		}
+		if d := diffMessage(got, want); d != "" {
+			e.Errorf("ToolResult(%s): %s", want.ToolCallID, d)
+		}
+	}
+	_, err := st.ToolResult(e.ctx, thread, "call_3")
+	e.wantErr(err, toolrun.ErrNotFound, "ToolResult of a call without a result")
+	_, err = st.ToolResult(e.ctx, uid("missing"), "call_1")
+	e.wantErr(err, toolrun.ErrNotFound, "ToolResult on an unknown thread")
+}
+
+func caseConcurrentAppends(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	workers, rounds := e.opts.goroutines(), 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	var appended atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			for i := range rounds {
+				var batch []*toolrun.Message
+				if i%3 == 0 {
+					id := fmt.Sprintf("call-%d-%d", w, i)
+					batch = []*toolrun.Message{
+						{Role: toolrun.RoleAssistant, Content: fmt.Sprintf("w%d-%d-a", w, i), ToolCalls: []toolrun.ToolCall{{ID: id, Name: "t"}}},
+						toolMsg(id, fmt.Sprintf("w%d-%d-b", w, i)),
+					}
+				} else {
+					batch = []*toolrun.Message{{Role: toolrun.RoleUser, Content: fmt.Sprintf("w%d-%d-a", w, i)}}
+				}
+				if err := st.AppendMessages(e.ctx, thread, batch...); err != nil {
+					errs <- fmt.Errorf("worker %d round %d: %w", w, i, err)
+					return
+				}
+				for j := 1; j < len(batch); j++ {
+					if batch[j].Seq <= batch[j-1].Seq {
+						errs <- fmt.Errorf("worker %d round %d: Seqs within one batch not increasing: %d, %d", w, i, batch[j-1].Seq, batch[j].Seq)
+					}
+				}
+				appended.Add(int64(len(batch)))
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		e.Errorf("concurrent append: %v", err)
+	}
+	got := e.listAll(st, thread)
+	if int64(len(got)) != appended.Load() {
+		e.Errorf("listed %d messages after %d successful concurrent appends", len(got), appended.Load())
+	}
+	ids := map[string]bool{}
+	last := map[int]int{} // worker → last round seen
+	for i, m := range got {
+		if i > 0 && m.Seq <= got[i-1].Seq {
+			e.Errorf("Seq %d at position %d follows Seq %d: not strictly increasing", m.Seq, i, got[i-1].Seq)
+		}
+		if ids[m.ID] {
+			e.Errorf("message ID %q stored twice", m.ID)
+		}
+		ids[m.ID] = true
+		var w, r int
+		var part string
+		if _, err := fmt.Sscanf(m.Content, "w%d-%d-%s", &w, &r, &part); err != nil {
+			e.Errorf("unexpected content %q", m.Content)
+			continue
+		}
+		if prev, ok := last[w]; ok && (r < prev || (r == prev && part != "b")) {
+			e.Errorf("messages of worker %d are out of order: %q after round %d", w, m.Content, prev)
+		}
+		if part == "b" {
+			if i == 0 || got[i-1].Content != fmt.Sprintf("w%d-%d-a", w, r) {
+				e.Errorf("the messages of one append were interleaved with another: %q does not follow its batch", m.Content)
+			}
+		}
+		last[w] = r
+	}
+}
+
+// ---- values ----
+
+func caseValuesRoundTrip(e *env) {
+	st := e.newStore()
+	t1, t2 := e.newThread(st), e.newThread(st)
+	values := map[string]string{
+		"object": `{"a": [1, 2.5, "x", true, null], "b": {"c": "ü"}}`,
+		"string": `"hello"`,
+		"number": `42`,
+		"bool":   `false`,
+		"array":  `[]`,
+		"empty":  `{}`,
+	}
+	for k, v := range values {
+		e.must(st.SetValue(e.ctx, t1, k, json.RawMessage(v)), "set value %s", k)
+	}
+	for k, v := range values {
+		got, err := st.GetValue(e.ctx, t1, k)
+		if err != nil {
+			e.Errorf("GetValue(%s): %v", k, err)
+			continue
+		}
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			e.Errorf("GetValue(%s) returned invalid JSON %q: %v", k, got, err)
+			continue
+		}
+		_ = json.Unmarshal([]byte(v), &w)
+		if !reflect.DeepEqual(g, w) {
+			e.Errorf("GetValue(%s) = %s, want %s", k, got, v)
+		}
+	}
+	// Overwrite.
+	e.must(st.SetValue(e.ctx, t1, "number", json.RawMessage(`7`)), "overwrite value")
+	if got, err := st.GetValue(e.ctx, t1, "number"); err != nil || string(bytes.TrimSpace(got)) != "7" {
+		e.Errorf("after overwrite GetValue = %s, %v; want 7", got, err)
+	}
+	// Per thread.
+	_, err := st.GetValue(e.ctx, t2, "object")
+	e.wantErr(err, toolrun.ErrNotFound, "GetValue of another thread's key")
+	e.must(st.SetValue(e.ctx, t2, "object", json.RawMessage(`"t2"`)), "set value on thread 2")
+	if got, _ := st.GetValue(e.ctx, t1, "object"); sameJSON(json.RawMessage(got), json.RawMessage(`"t2"`)) {
+		e.Errorf("setting a key on one thread changed it on another")
+	}
+	// The returned bytes belong to the caller.
+	got, err := st.GetValue(e.ctx, t1, "string")
+	e.must(err, "get value")
+	for i := range got {
+		got[i] = ' '
+	}
+	if again, _ := st.GetValue(e.ctx, t1, "string"); !sameJSON(json.RawMessage(again), json.RawMessage(`"hello"`)) {
+		e.Errorf("changing the bytes GetValue returned changed the store: %q", again)
+	}
+}
+
+func caseValuesDelete(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	_, err := st.GetValue(e.ctx, thread, "missing")
+	e.wantErr(err, toolrun.ErrNotFound, "GetValue of a missing key")
+	_, err = st.GetValue(e.ctx, uid("missing"), "k")
+	e.wantErr(err, toolrun.ErrNotFound, "GetValue on an unknown thread")
+	for _, del := range []json.RawMessage{nil, json.RawMessage(`null`), json.RawMessage(` null `)} {
+		e.must(st.SetValue(e.ctx, thread, "k", json.RawMessage(`{"x":1}`)), "set value")
+		e.must(st.SetValue(e.ctx, thread, "k", del), "delete value with %q", del)
+		_, err := st.GetValue(e.ctx, thread, "k")
+		e.wantErr(err, toolrun.ErrNotFound, "GetValue after SetValue(%q)", del)
+	}
+	// Deleting a missing key is not an error.
+	e.must(st.SetValue(e.ctx, thread, "never-set", nil), "delete a missing key")
+}
+
+// ---- env ----
+
+func caseEnvScopes(e *env) {
+	st := e.newStore()
+	owner := uid("owner")
+	set := func(scope toolrun.EnvScope, owner, name string, v toolrun.EnvValue) {
+		e.Helper()
+		e.must(st.SetEnv(e.ctx, scope, owner, name, v), "SetEnv(%s, %s, %s)", scope, owner, name)
+	}
+	want := func(scope toolrun.EnvScope, owner, name string, v toolrun.EnvValue) {
+		e.Helper()
+		got, err := st.GetEnv(e.ctx, scope, owner, name)
+		if err != nil {
+			e.Errorf("GetEnv(%s, %s, %s): %v", scope, owner, name, err)
+			return
+		}
+		if got != v {
+			e.Errorf("GetEnv(%s, %s, %s) = %+v, want %+v", scope, owner, name, got, v)
+		}
+	}
+	key := toolrun.EnvValue{Value: "sk-thread-123", Type: toolrun.VarSecret}
+	region := toolrun.EnvValue{Value: "eu-west-1", Type: toolrun.VarText}
+	userKey := toolrun.EnvValue{Value: "sk-user-456", Type: toolrun.VarSecret}
+	empty := toolrun.EnvValue{Value: "", Type: toolrun.VarText}
+	set(toolrun.ScopeThread, owner, "API_KEY", key)
+	set(toolrun.ScopeThread, owner, "REGION", region)
+	set(toolrun.ScopeThread, owner, "EMPTY", empty)
+	set(toolrun.ScopeUser, owner, "API_KEY", userKey) // same owner id, other scope
+	want(toolrun.ScopeThread, owner, "API_KEY", key)
+	want(toolrun.ScopeThread, owner, "REGION", region)
+	want(toolrun.ScopeThread, owner, "EMPTY", empty) // "" is a value, not a missing one
+	want(toolrun.ScopeUser, owner, "API_KEY", userKey)
+	_, err := st.GetEnv(e.ctx, toolrun.ScopeUser, owner, "REGION")
+	e.wantErr(err, toolrun.ErrNotFound, "GetEnv of a name set only in the other scope")
+	_, err = st.GetEnv(e.ctx, toolrun.ScopeThread, uid("owner"), "API_KEY")
+	e.wantErr(err, toolrun.ErrNotFound, "GetEnv of another owner")
+	// Replace, including the type.
+	newKey := toolrun.EnvValue{Value: "now-visible", Type: toolrun.VarText}
+	set(toolrun.ScopeThread, owner, "API_KEY", newKey)
+	want(toolrun.ScopeThread, owner, "API_KEY", newKey)
+	want(toolrun.ScopeUser, owner, "API_KEY", userKey)
+}
+
+func caseEnvDeleteList(e *env) {
+	st := e.newStore()
+	owner := uid("owner")
+	for _, scope := range []toolrun.EnvScope{toolrun.ScopeThread, toolrun.ScopeUser} {
+		m, err := st.ListEnv(e.ctx, scope, owner)
+		e.must(err, "ListEnv(%s) of an owner without env", scope)
+		if m == nil || len(m) != 0 {
+			e.Errorf("ListEnv(%s) of an owner without env = %#v, want an empty non-nil map", scope, m)
+		}
+		vals := map[string]toolrun.EnvValue{
+			"A": {Value: "1", Type: toolrun.VarText},
+			"B": {Value: "2", Type: toolrun.VarSecret},
+			"C": {Value: string(scope), Type: toolrun.VarText},
+		}
+		for k, v := range vals {
+			e.must(st.SetEnv(e.ctx, scope, owner, k, v), "SetEnv")
+		}
+		e.must(st.DeleteEnv(e.ctx, scope, owner, "B"), "DeleteEnv")
+		e.must(st.DeleteEnv(e.ctx, scope, owner, "B"), "DeleteEnv of a deleted name")
+		e.must(st.DeleteEnv(e.ctx, scope, uid("owner"), "X"), "DeleteEnv of an unknown owner")
+		delete(vals, "B")
+		_, err = st.GetEnv(e.ctx, scope, owner, "B")
+		e.wantErr(err, toolrun.ErrNotFound, "GetEnv after DeleteEnv")
+		m, err = st.ListEnv(e.ctx, scope, owner)
+		e.must(err, "ListEnv")
+		if !reflect.DeepEqual(m, vals) {
+			e.Errorf("ListEnv(%s) = %v, want %v", scope, m, vals)
+		}
+	}
+}
+
+// ---- files ----
+
+func allBytes() []byte {
+	b := make([]byte, 0, 1024)
+	for i := range 1024 {
+		b = append(b, byte(i*7))
+	}
+	return append(b, 0, 0, 0xff, 0xfe, 0, '\n', '\r')
+}
+
+func caseFilesWriteRead(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	files := []struct {
+		path, mime string
+		data       []byte
+	}{
+		{"/notes/hello.txt", "text/plain", []byte("hello, world\n")},
+		{"/bin/data.bin", "application/octet-stream", allBytes()},
+		{"/empty", "text/plain", []byte{}},
+		{"/nil", "text/plain", nil},
+	}
+	before := time.Now().Add(-time.Second)
+	for _, f := range files {
+		info, err := st.WriteFile(e.ctx, thread, f.path, f.data, f.mime)
+		e.must(err, "WriteFile(%s)", f.path)
+		if info.Path != f.path || info.MimeType != f.mime || info.Size != int64(len(f.data)) {
+			e.Errorf("WriteFile(%s) info = %+v", f.path, info)
+		}
+		if info.CreatedAt.Before(before) || info.UpdatedAt.Before(info.CreatedAt) {
+			e.Errorf("WriteFile(%s) times: created %v, updated %v", f.path, info.CreatedAt, info.UpdatedAt)
+		}
+		data, rinfo, err := st.ReadFile(e.ctx, thread, f.path)
+		if err != nil {
+			e.Errorf("ReadFile(%s): %v", f.path, err)
+			continue
+		}
+		if data == nil {
+			e.Errorf("ReadFile(%s) returned nil bytes for an existing file", f.path)
+		}
+		if !bytes.Equal(data, f.data) {
+			e.Errorf("ReadFile(%s) = %d bytes %q, want %d bytes", f.path, len(data), short(string(data)), len(f.data))
+		}
+		if d := diffFileInfo(rinfo, info); d != "" {
+			e.Errorf("ReadFile(%s) info: %s", f.path, d)
+		}
+		sinfo, err := st.StatFile(e.ctx, thread, f.path)
+		e.must(err, "StatFile(%s)", f.path)
+		if d := diffFileInfo(sinfo, info); d != "" {
+			e.Errorf("StatFile(%s): %s", f.path, d)
+		}
+	}
+	// Data passed in and handed out is not shared with the store.
+	src := []byte("original")
+	_, err := st.WriteFile(e.ctx, thread, "/alias", src, "text/plain")
+	e.must(err, "WriteFile")
+	copy(src, "CHANGED!")
+	data, _, err := st.ReadFile(e.ctx, thread, "/alias")
+	e.must(err, "ReadFile")
+	if string(data) != "original" {
+		e.Errorf("changing the slice passed to WriteFile changed the file: %q", data)
+	}
+	copy(data, "CHANGED!")
+	data, _, _ = st.ReadFile(e.ctx, thread, "/alias")
+	if string(data) != "original" {
+		e.Errorf("changing the slice ReadFile returned changed the file: %q", data)
+	}
+	// Files are per thread.
+	other := e.newThread(st)
+	_, _, err = st.ReadFile(e.ctx, other, "/notes/hello.txt")
+	e.wantErr(err, toolrun.ErrNotFound, "ReadFile of another thread's file")
+}
+
+func caseFilesReplace(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	first, err := st.WriteFile(e.ctx, thread, "/report.md", []byte("# draft"), "text/markdown")
+	e.must(err, "WriteFile")
+	time.Sleep(5 * time.Millisecond)
+	second, err := st.WriteFile(e.ctx, thread, "/report.md", []byte(`{"final":true}`), "application/json")
+	e.must(err, "WriteFile (replace)")
+	if !second.CreatedAt.Equal(first.CreatedAt) {
+		e.Errorf("replacing a file changed CreatedAt from %v to %v", first.CreatedAt, second.CreatedAt)
+	}
+	if second.UpdatedAt.Before(first.UpdatedAt) {
+		e.Errorf("replacing a file moved UpdatedAt back from %v to %v", first.UpdatedAt, second.UpdatedAt)
+	}
+	data, info, err := st.ReadFile(e.ctx, thread, "/report.md")
+	e.must(err, "ReadFile")
+	if string(data) != `{"final":true}` || info.MimeType != "application/json" || info.Size != 14 {
+		e.Errorf("after replace ReadFile = %q %+v", data, info)
+	}
+	if !info.CreatedAt.Equal(first.CreatedAt) {
+		e.Errorf("stored CreatedAt after replace = %v, want %v", info.CreatedAt, first.CreatedAt)
+	}
+	if list, _ := st.ListFiles(e.ctx, thread, "/"); len(list) != 1 {
+		e.Errorf("after replace ListFiles shows %d files, want 1", len(list))
+	}
+}
+
+func caseFilesList(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	paths := []string{
+		"/docs/sub/deep.txt", "/docs/readme.md", "/docs-x/a", "/docs2/b", "/doc",
+		"/a_b/c", "/aXb/c", "/a%b/c", "/Z", "/a", "/docs/sub/Zeta", "/docs/é",
+	}
+	for _, p := range paths {
+		_, err := st.WriteFile(e.ctx, thread, p, []byte(p), "text/plain")
+		e.must(err, "WriteFile(%s)", p)
+	}
+	other := e.newThread(st)
+	_, err := st.WriteFile(e.ctx, other, "/docs/other-thread", []byte("x"), "text/plain")
+	e.must(err, "WriteFile on another thread")
+
+	sorted := slices.Clone(paths)
+	slices.Sort(sorted) // byte order
+	tests := []struct {
+		dir  string
+		want []string
+	}{
+		{"/", sorted},
+		{"/docs", []string{"/docs/readme.md", "/docs/sub/Zeta", "/docs/sub/deep.txt", "/docs/é"}},
+		{"/docs/sub", []string{"/docs/sub/Zeta", "/docs/sub/deep.txt"}},
+		{"/docs/readme.md", []string{"/docs/readme.md"}},
+		{"/a_b", []string{"/a_b/c"}},
+		{"/a%b", []string{"/a%b/c"}},
+		{"/a", []string{"/a"}},
+		{"/do", nil},
+		{"/nowhere", nil},
+	}
+	for _, tt := range tests {
+		list, err := st.ListFiles(e.ctx, thread, tt.dir)
+		if err != nil {
+			e.Errorf("ListFiles(%s): %v", tt.dir, err)
+			continue
+		}
+		var got []string
+		for _, f := range list {
+			got = append(got, f.Path)
+			if f.Size != int64(len(f.Path)) || f.MimeType != "text/plain" || f.CreatedAt.IsZero() {
+				e.Errorf("ListFiles(%s) info of %s = %+v", tt.dir, f.Path, f)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			e.Errorf("ListFiles(%s) = %q, want %q", tt.dir, got, tt.want)
+		}
+	}
+	list, err := st.ListFiles(e.ctx, uid("missing"), "/")
+	e.must(err, "ListFiles of an unknown thread")
+	if len(list) != 0 {
+		e.Errorf("ListFiles of an unknown thread = %d files", len(list))
+	}
+}
+
+func caseFilesDelete(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	for _, p := range []string{"/a/x", "/a/y"} {
+		_, err := st.WriteFile(e.ctx, thread, p, []byte("data"), "text/plain")
+		e.must(err, "WriteFile")
+	}
+	e.must(st.DeleteFile(e.ctx, thread, "/a/x"), "DeleteFile")
+	_, _, err := st.ReadFile(e.ctx, thread, "/a/x")
+	e.wantErr(err, toolrun.ErrNotFound, "ReadFile of a deleted file")
+	_, err = st.StatFile(e.ctx, thread, "/a/x")
+	e.wantErr(err, toolrun.ErrNotFound, "StatFile of a deleted file")
+	e.wantErr(st.DeleteFile(e.ctx, thread, "/a/x"), toolrun.ErrNotFound, "DeleteFile of a deleted file")
+	e.wantErr(st.DeleteFile(e.ctx, uid("missing"), "/a/y"), toolrun.ErrNotFound, "DeleteFile on an unknown thread")
+	list, err := st.ListFiles(e.ctx, thread, "/a")
+	e.must(err, "ListFiles")
+	if len(list) != 1 || list[0].Path != "/a/y" {
+		e.Errorf("after delete ListFiles = %+v, want only /a/y", list)
+	}
+	_, _, err = st.ReadFile(e.ctx, thread, "/never")
+	e.wantErr(err, toolrun.ErrNotFound, "ReadFile of a missing file")
+	_, err = st.StatFile(e.ctx, thread, "/never")
+	e.wantErr(err, toolrun.ErrNotFound, "StatFile of a missing file")
+}
+
+// ---- children ----
+
+func sampleChild(parent, ref string) toolrun.ChildEntry {
+	return toolrun.ChildEntry{
+		ParentID:            parent,
+		Reference:           ref,
+		Relationship:        "researcher",
+		Owner:               "a",
+		Agent:               "research-agent",
+		Name:                "Researcher " + ref,
+		Description:         "looks things up",
+		Blocking:            true,
+		Hidden:              true,
+		ParentCommunication: "explicit",
+		Status:              "running",
+		InitialArguments:    map[string]any{"topic": "go", "depth": 2.0, "filters": []any{"a", map[string]any{"b": nil}}},
+	}
+}
+
+func caseChildrenPutGet(e *env) {
+	st := e.newStore()
+	parent := e.newThread(st)
+	before := time.Now().Add(-time.Second)
+	want := sampleChild(parent, uid("child"))
+	e.must(st.PutChild(e.ctx, want), "PutChild")
+	got, err := st.Child(e.ctx, parent, want.Reference)
+	e.must(err, "Child")
+	if got.CreatedAt.Before(before) || got.CreatedAt.After(time.Now().Add(time.Second)) {
+		e.Errorf("PutChild with zero CreatedAt stored CreatedAt %v, want about now", got.CreatedAt)
+	}
+	want.CreatedAt = got.CreatedAt
+	if d := diffChild(got, want); d != "" {
+		e.Errorf("Child: %s", d)
+	}
+	// A given CreatedAt is kept; a minimal entry round-trips.
+	min := toolrun.ChildEntry{ParentID: parent, Reference: uid("child"), CreatedAt: ts(42)}
+	e.must(st.PutChild(e.ctx, min), "PutChild")
+	got, err = st.Child(e.ctx, parent, min.Reference)
+	e.must(err, "Child")
+	if d := diffChild(got, min); d != "" {
+		e.Errorf("Child of a minimal entry: %s", d)
+	}
+	// The returned map belongs to the caller.
+	got, _ = st.Child(e.ctx, parent, want.Reference)
+	got.InitialArguments["topic"] = "changed"
+	again, _ := st.Child(e.ctx, parent, want.Reference)
+	if d := diffChild(again, want); d != "" {
+		e.Errorf("changing an entry returned by Child changed the store: %s", d)
+	}
+}
+
+func caseChildrenOrder(e *env) {
+	st := e.newStore()
+	parent := e.newThread(st)
+	refs := []string{"ref-c", "ref-a", "ref-d", "ref-b"} // creation order, not sorted
+	for _, r := range refs {
+		e.must(st.PutChild(e.ctx, sampleChild(parent, r)), "PutChild(%s)", r)
+	}
+	first, err := st.Child(e.ctx, parent, "ref-a")
+	e.must(err, "Child")
+	time.Sleep(5 * time.Millisecond)
+	repl := sampleChild(parent, "ref-a")
+	repl.Status = "idle"
+	repl.Blocking = false
+	repl.InitialArguments = nil
+	e.must(st.PutChild(e.ctx, repl), "PutChild (replace)")
+	got, err := st.Child(e.ctx, parent, "ref-a")
+	e.must(err, "Child")
+	if !got.CreatedAt.Equal(first.CreatedAt) {
+		e.Errorf("replacing an entry changed CreatedAt from %v to %v", first.CreatedAt, got.CreatedAt)
+	}
+	repl.CreatedAt = first.CreatedAt
+	if d := diffChild(got, repl); d != "" {
+		e.Errorf("after replace: %s", d)
+	}
+	list, err := st.Children(e.ctx, parent)
+	e.must(err, "Children")
+	var order []string
+	for _, c := range list {
+		order = append(order, c.Reference)
+	}
+	if !slices.Equal(order, refs) {
+		e.Errorf("Children order = %q, want creation order %q", order, refs)
+	}
+	if len(list) == len(refs) && list[1].Status != "idle" {
+		e.Errorf("Children shows the replaced entry with status %q, want idle", list[1].Status)
+	}
+	// Entries are per parent.
+	other := e.newThread(st)
+	e.must(st.PutChild(e.ctx, sampleChild(other, "ref-a")), "PutChild on another parent")
+	if list, _ := st.Children(e.ctx, parent); len(list) != len(refs) {
+		e.Errorf("an entry of another parent appeared: %d entries", len(list))
+	}
+}
+
+func caseChildrenNotFound(e *env) {
+	st := e.newStore()
+	parent := e.newThread(st)
+	_, err := st.Child(e.ctx, parent, "nope")
+	e.wantErr(err, toolrun.ErrNotFound, "Child of an unknown reference")
+	_, err = st.Child(e.ctx, uid("missing"), "nope")
+	e.wantErr(err, toolrun.ErrNotFound, "Child of an unknown parent")
+	list, err := st.Children(e.ctx, uid("missing"))
+	e.must(err, "Children of an unknown parent")
+	if len(list) != 0 {
+		e.Errorf("Children of an unknown parent = %d entries", len(list))
+	}
+}
+
+// ---- large data and unicode ----
+
+func caseLarge(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	n := e.opts.largeSize()
+	unit := "large ✓ données 日本語 "
+	content := strings.Repeat(unit, n/len(unit)+1)
+	quarter := strings.Repeat(unit, n/4/len(unit)+1)
+	m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "call_big", ToolStatus: toolrun.StatusSuccess, Content: content,
+		Metadata: map[string]any{"blob": quarter}}
+	e.must(st.AppendMessages(e.ctx, thread, m), "append a %d-byte message", len(content))
+	r, err := st.ToolResult(e.ctx, thread, "call_big")
+	e.must(err, "ToolResult")
+	if r.Content != content {
+		e.Errorf("large content came back as %d bytes, want %d", len(r.Content), len(content))
+	}
+	if r.Metadata["blob"] != quarter {
+		e.Errorf("large metadata value came back changed")
+	}
+	val, _ := json.Marshal(map[string]any{"blob": content})
+	e.must(st.SetValue(e.ctx, thread, "big", val), "set a %d-byte value", len(val))
+	got, err := st.GetValue(e.ctx, thread, "big")
+	e.must(err, "get value")
+	var dec map[string]any
+	if err := json.Unmarshal(got, &dec); err != nil || dec["blob"] != content {
+		e.Errorf("large value came back as %d bytes (%v)", len(got), err)
+	}
+	data := make([]byte, n)
+	_, _ = rand.Read(data)
+	info, err := st.WriteFile(e.ctx, thread, "/big.bin", data, "application/octet-stream")
+	e.must(err, "write a %d-byte file", n)
+	if info.Size != int64(n) {
+		e.Errorf("large file Size = %d, want %d", info.Size, n)
+	}
+	back, _, err := st.ReadFile(e.ctx, thread, "/big.bin")
+	e.must(err, "read large file")
+	if !bytes.Equal(back, data) {
+		e.Errorf("large file came back as %d different bytes", len(back))
+	}
+}
+
+func caseUnicode(e *env) {
+	st := e.newStore()
+	id := "thr-ü-日本-🚀-" + uid("")
+	th := &toolrun.Thread{ID: id, AgentID: "агент", UserID: "użytkownik", Tags: []string{"标签", "ταγ"}, Properties: map[string]any{"ключ": "значение 🎉"}}
+	e.must(st.CreateThread(e.ctx, th), "create thread %s", id)
+	got, err := st.GetThread(e.ctx, id)
+	e.must(err, "get thread")
+	if d := diffThread(got, th); d != "" {
+		e.Errorf("thread: %s", d)
+	}
+	msgs := []*toolrun.Message{
+		{Role: toolrun.RoleUser, Content: "Grüße 👋 — 你好 — مرحبا — \u200d\U0001F468\u200d\U0001F469"},
+		{Role: toolrun.RoleTool, ToolCallID: "call-ñ-東", Name: "outil_é", ToolStatus: toolrun.StatusSuccess, Content: "✓", Metadata: map[string]any{"ключ": "ß"}},
+	}
+	e.must(st.AppendMessages(e.ctx, id, msgs...), "append")
+	list := e.listAll(st, id)
+	if len(list) != 2 {
+		e.Fatalf("listed %d messages, want 2", len(list))
+	}
+	for i := range msgs {
+		if d := diffMessage(&list[i], msgs[i]); d != "" {
+			e.Errorf("%s", d)
+		}
+	}
+	if _, err := st.ToolResult(e.ctx, id, "call-ñ-東"); err != nil {
+		e.Errorf("ToolResult of a unicode tool-call id: %v", err)
+	}
+	e.wantErr(st.AppendMessages(e.ctx, id, toolMsg("call-ñ-東", "again")), toolrun.ErrDuplicateToolResult, "duplicate unicode tool-call id")
+	e.must(st.SetValue(e.ctx, id, "ключ-🔑", json.RawMessage(`"значение"`)), "set value")
+	if v, err := st.GetValue(e.ctx, id, "ключ-🔑"); err != nil || !sameJSON(json.RawMessage(v), json.RawMessage(`"значение"`)) {
+		e.Errorf("unicode value = %s, %v", v, err)
+	}
+	ev := toolrun.EnvValue{Value: "wért ✓", Type: toolrun.VarText}
+	e.must(st.SetEnv(e.ctx, toolrun.ScopeThread, id, "ÜBER_名前", ev), "set env")
+	if v, err := st.GetEnv(e.ctx, toolrun.ScopeThread, id, "ÜBER_名前"); err != nil || v != ev {
+		e.Errorf("unicode env = %+v, %v", v, err)
+	}
+	_, err = st.WriteFile(e.ctx, id, "/données/日本.txt", []byte("テキスト"), "text/plain; charset=utf-8")
+	e.must(err, "write file")
+	data, info, err := st.ReadFile(e.ctx, id, "/données/日本.txt")
+	if err != nil || string(data) != "テキスト" || info.Path != "/données/日本.txt" {
+		e.Errorf("unicode file = %q %+v, %v", data, info, err)
+	}
+	if list, _ := st.ListFiles(e.ctx, id, "/données"); len(list) != 1 {
+		e.Errorf("ListFiles of a unicode dir = %d files, want 1", len(list))
+	}
+	c := sampleChild(id, "子-1")
+	c.Name = "Forscher 🔬"
+	e.must(st.PutChild(e.ctx, c), "put child")
+	gc, err := st.Child(e.ctx, id, "子-1")
+	e.must(err, "child")
+	c.CreatedAt = gc.CreatedAt
+	if d := diffChild(gc, c); d != "" {
+		e.Errorf("%s", d)
+	}
+}
+
+// ---- reopen ----
+
+func caseReopen(e *env) {
+	st := e.newStore()
+	th := sampleThread(uid("thr"))
+	e.must(st.CreateThread(e.ctx, th), "create thread")
+	msgs := fullMessages()
+	e.must(st.AppendMessages(e.ctx, th.ID, msgs...), "append")
+	e.must(st.SetValue(e.ctx, th.ID, "k", json.RawMessage(`{"v":[1,2]}`)), "set value")
+	ev := toolrun.EnvValue{Value: "s3cret", Type: toolrun.VarSecret}
+	e.must(st.SetEnv(e.ctx, toolrun.ScopeThread, th.ID, "KEY", ev), "set env")
+	e.must(st.SetEnv(e.ctx, toolrun.ScopeUser, "user-42", "KEY", ev), "set user env")
+	finfo, err := st.WriteFile(e.ctx, th.ID, "/f.bin", allBytes(), "application/octet-stream")
+	e.must(err, "write file")
+	child := sampleChild(th.ID, "ref-1")
+	e.must(st.PutChild(e.ctx, child), "put child")
+
+	st = e.reopen(st)
+
+	got, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread after reopen")
+	if d := diffThread(got, th); d != "" {
+		e.Errorf("thread after reopen: %s", d)
+	}
+	list := e.listAll(st, th.ID)
+	if len(list) != len(msgs) {
+		e.Fatalf("after reopen listed %d messages, want %d", len(list), len(msgs))
+	}
+	for i := range msgs {
+		if d := diffMessage(&list[i], msgs[i]); d != "" {
+			e.Errorf("after reopen: %s", d)
+		}
+	}
+	if v, err := st.GetValue(e.ctx, th.ID, "k"); err != nil || !sameJSON(json.RawMessage(v), json.RawMessage(`{"v":[1,2]}`)) {
+		e.Errorf("value after reopen = %s, %v", v, err)
+	}
+	if v, err := st.GetEnv(e.ctx, toolrun.ScopeThread, th.ID, "KEY"); err != nil || v != ev {
+		e.Errorf("thread env after reopen = %+v, %v", v, err)
+	}
+	if v, err := st.GetEnv(e.ctx, toolrun.ScopeUser, "user-42", "KEY"); err != nil || v != ev {
+		e.Errorf("user env after reopen = %+v, %v", v, err)
+	}
+	data, info, err := st.ReadFile(e.ctx, th.ID, "/f.bin")
+	if err != nil || !bytes.Equal(data, allBytes()) {
+		e.Errorf("file after reopen: %d bytes, %v", len(data), err)
+	} else if d := diffFileInfo(info, finfo); d != "" {
+		e.Errorf("file info after reopen: %s", d)
+	}
+	gc, err := st.Child(e.ctx, th.ID, "ref-1")
+	e.must(err, "child after reopen")
+	child.CreatedAt = gc.CreatedAt
+	if d := diffChild(gc, child); d != "" {
+		e.Errorf("child after reopen: %s", d)
+	}
+	// Seq continues above every stored one; the duplicate rule still holds.
+	m := &toolrun.Message{Role: toolrun.RoleUser, Content: "after reopen"}
+	e.must(st.AppendMessages(e.ctx, th.ID, m), "append after reopen")
+	if m.Seq <= msgs[len(msgs)-1].Seq {
+		e.Errorf("Seq after reopen = %d, not above the last stored Seq %d", m.Seq, msgs[len(msgs)-1].Seq)
+	}
+	e.wantErr(st.AppendMessages(e.ctx, th.ID, toolMsg("call_1", "again")), toolrun.ErrDuplicateToolResult, "duplicate tool result after reopen")
+}
