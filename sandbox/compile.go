@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
@@ -88,6 +89,8 @@ type compileCache struct {
 	max   int
 	ll    *list.List
 	items map[string]*list.Element
+
+	builds atomic.Int64 // esbuild invocations, for tests and metrics
 }
 
 type cacheEntry struct {
@@ -132,6 +135,7 @@ func compileCached(cc *compileCache, req *compileRequest) (*compiled, *Error) {
 	if ent, ok := cc.get(key); ok {
 		return ent.c, ent.err
 	}
+	cc.builds.Add(1)
 	c, err := compile(req)
 	if c != nil {
 		c.hash = key
@@ -311,9 +315,10 @@ func compile(req *compileRequest) (*compiled, *Error) {
 			e.Name = "SyntaxError"
 		}
 		if m.Location != nil {
-			name := display[m.Location.File]
-			if name == "" {
-				name = strings.TrimPrefix(m.Location.File, esbNamespace+":")
+			file := strings.TrimPrefix(m.Location.File, esbNamespace+":")
+			name, ok := display[file]
+			if !ok {
+				name = file
 			}
 			e.Filename = name
 			e.Line = m.Location.Line

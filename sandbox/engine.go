@@ -707,6 +707,9 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 	if goja.IsNull(v) {
 		return nil, nil
 	}
+	if _, ok := v.(*goja.Symbol); ok {
+		return nil, notTransferable("symbol")
+	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
 		switch x := v.Export().(type) {

@@ -209,7 +209,10 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 	tail := w.tail.String()
 	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
 	switch {
-	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") || isKilled(waitErr):
+	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") || isKilled(waitErr) ||
+		peakRSS(w.cmd.ProcessState) > wr.memory/2:
+		// A Go runtime that fails to map memory under RLIMIT_DATA does not
+		// always say so; a peak RSS near the cap tells the same story.
 		wr.run.settle(&outcome{status: StatusMemory, err: memoryError(wr.memory)})
 	case strings.Contains(tail, "stack exceeds"):
 		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "RangeError", Message: "Maximum call stack size exceeded"}})
