@@ -138,6 +138,8 @@ type batch struct {
 	env     map[string]EnvValue // thread env cache
 	userEnv map[string]EnvValue
 	abort   error
+	red     redactor // cached secrets; valid while redOK
+	redOK   bool
 }
 
 type pending struct {
@@ -239,10 +241,16 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	red := e.redactor(b)
 	msg, res := e.shape(ctx, b, c, res, red)
 	if p.queued {
+		if msg.Metadata == nil {
+			msg.Metadata = map[string]any{}
+		}
 		msg.Metadata[MetaQueued] = true
 		msg.Metadata[MetaArguments] = red.String(c.Arguments)
 	}
-	if err := e.store.AppendMessages(ctx, b.threadID, msg); err != nil {
+	// A finished call's result is stored even when ctx was cancelled while
+	// it ran: the work happened, and losing its record would let a resumed
+	// run execute it twice.
+	if err := e.store.AppendMessages(context.WithoutCancel(ctx), b.threadID, msg); err != nil {
 		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 	}
 	out.Result, out.Message = res, msg
@@ -283,7 +291,7 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 		return Result{Status: StatusError, Error: "Tool not found: " + name}, nil
 	}
 	t := ent.tool
-	raw, res, ok := prepareArgs(t.schema, args)
+	raw, patch, res, ok := prepareArgs(t.schema, args, t.typed)
 	if !ok {
 		return res, nil
 	}
@@ -296,23 +304,24 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 		}, nil
 	}
 	st := &callState{e: e, b: b, tool: t}
-	return callTool(ctx, t, st, raw)
+	return callTool(ctx, t, st, raw, patch)
 }
 
 // prepareArgs parses, validates and defaults the argument text. It returns
-// the JSON handed to the tool, or an error result and false.
-func prepareArgs(s *schema.Schema, args string) ([]byte, Result, bool) {
+// the JSON handed to the tool and, for typed tools, a patch of defaults to
+// decode on top of it; or an error result and false.
+func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, _ Result, _ bool) {
 	text := strings.TrimSpace(args)
 	if text == "" {
 		text = "{}"
 	}
-	raw := []byte(text)
+	raw = []byte(text)
 	v, err := schema.Decode(raw)
 	if err != nil {
-		return nil, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false
+		return nil, nil, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false
 	}
 	if s == nil {
-		return raw, Result{}, true
+		return raw, nil, Result{}, true
 	}
 	if issues := s.Validate(v); len(issues) > 0 {
 		var sb strings.Builder
@@ -323,28 +332,37 @@ func prepareArgs(s *schema.Schema, args string) ([]byte, Result, bool) {
 			}
 			sb.WriteString(is.String())
 		}
-		return nil, Result{Status: StatusError, Error: sb.String(), ErrorCode: "invalid_arguments"}, false
+		return nil, nil, Result{Status: StatusError, Error: sb.String(), ErrorCode: "invalid_arguments"}, false
 	}
-	if s.ApplyDefaults(v) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, Result{Status: StatusError, Error: "Tool arguments could not be re-encoded after applying defaults: " + err.Error()}, false
+	if !s.HasDefaults() {
+		return raw, nil, Result{}, true
+	}
+	p, full := s.DefaultsPatch(v)
+	if p == nil && !full {
+		return raw, nil, Result{}, true
+	}
+	if typed && !full {
+		if patch, err = json.Marshal(p); err == nil {
+			return raw, patch, Result{}, true
 		}
-		raw = b
 	}
-	return raw, Result{}, true
+	s.ApplyDefaults(v)
+	if raw, err = json.Marshal(v); err != nil {
+		return nil, nil, Result{Status: StatusError, Error: "Tool arguments could not be re-encoded after applying defaults: " + err.Error()}, false
+	}
+	return raw, nil, Result{}, true
 }
 
 // callTool calls the tool's Execute with panics recovered and normalises
 // what it returned.
-func callTool(ctx context.Context, t *funcTool, st *callState, raw []byte) (res Result, abort error) {
+func callTool(ctx context.Context, t *funcTool, st *callState, raw, patch []byte) (res Result, abort error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = Result{Status: StatusError, Error: fmt.Sprintf("tool panicked: %v", p), Stack: string(debug.Stack())}
 			abort = nil
 		}
 	}()
-	r, err := t.call(ctx, st, raw)
+	r, err := t.call(ctx, st, raw, patch)
 	if err != nil {
 		r = Result{Status: StatusError, Error: err.Error(), Attachments: r.Attachments, Refs: r.Refs}
 		var coded interface{ Code() string }
@@ -406,13 +424,20 @@ func typeOr(t VarType) VarType {
 	return t
 }
 
-// redactor collects every secret value the thread knows.
+// redactor collects every secret value the thread knows. It is cached on
+// the batch until the thread env changes.
 func (e *Executor) redactor(b *batch) redactor {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	secrets := map[string]string{}
+	if b.redOK {
+		return b.red
+	}
+	var secrets map[string]string
 	add := func(name, value string, t VarType) {
-		if typeOr(t) == VarSecret && value != "" {
+		if typeOr(t) == VarSecret && len(value) >= redactMinLen {
+			if secrets == nil {
+				secrets = map[string]string{}
+			}
 			if _, ok := secrets[name]; !ok {
 				secrets[name] = value
 			}
@@ -433,17 +458,11 @@ func (e *Executor) redactor(b *batch) redactor {
 	for k, v := range e.env {
 		add(k, v.Value, v.Type)
 	}
-	if len(secrets) == 0 {
-		return redactor{}
+	if len(secrets) > 0 {
+		b.red = newRedactor(secrets)
 	}
-	// A name may be shadowed in the chain while an outer value is still a
-	// secret known to the thread: redact those values too.
-	for k, v := range b.env {
-		if typeOr(v.Type) == VarSecret {
-			secrets[k] = v.Value
-		}
-	}
-	return newRedactor(secrets)
+	b.redOK = true
+	return b.red
 }
 
 // shape turns a result into the tool-result message to store: attachments
@@ -489,15 +508,18 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		}
 		content = sb.String()
 	}
-	meta := map[string]any{}
-	if res.ErrorCode != "" {
-		meta[MetaErrorCode] = red.String(res.ErrorCode)
-	}
-	if res.ErrorData != nil {
-		meta[MetaErrorData] = res.ErrorData
-	}
-	if res.Stack != "" {
-		meta[MetaStack] = res.Stack
+	var meta map[string]any
+	if res.ErrorCode != "" || res.ErrorData != nil || res.Stack != "" {
+		meta = map[string]any{}
+		if res.ErrorCode != "" {
+			meta[MetaErrorCode] = red.String(res.ErrorCode)
+		}
+		if res.ErrorData != nil {
+			meta[MetaErrorData] = res.ErrorData
+		}
+		if res.Stack != "" {
+			meta[MetaStack] = res.Stack
+		}
 	}
 	msg := &Message{
 		ID:          newID("msg"),
@@ -554,7 +576,7 @@ func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attac
 		mt = "application/octet-stream"
 	}
 	p := fmt.Sprintf("/attachments/%d-%s.%s", time.Now().UnixMilli(), randomHex(4), attachmentExt(a))
-	info, err := e.store.WriteFile(ctx, threadID, p, a.Data, mt)
+	info, err := e.store.WriteFile(context.WithoutCancel(ctx), threadID, p, a.Data, mt)
 	if err != nil {
 		return AttachmentRef{}, err
 	}
@@ -562,6 +584,9 @@ func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attac
 }
 
 func (e *Executor) fireStarted(ctx context.Context, b *batch, c ToolCall) {
+	if e.hooks.ToolCallStarted == nil && !e.ev.has(b.threadID) {
+		return
+	}
 	b.mu.Lock()
 	if b.started[c.ID] {
 		b.mu.Unlock()

@@ -91,6 +91,7 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 		s.b.env = map[string]EnvValue{}
 	}
 	s.b.env[name] = v
+	s.b.redOK = false
 	s.b.mu.Unlock()
 	return nil
 }

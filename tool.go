@@ -155,10 +155,16 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 		name: f.Name, description: f.Description, schema: s,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		call: func(ctx context.Context, st ThreadState, raw []byte) (Result, error) {
+		typed: true,
+		call: func(ctx context.Context, st ThreadState, raw, patch []byte) (Result, error) {
 			var a A
 			if err := json.Unmarshal(raw, &a); err != nil {
 				return Errorf("Tool arguments do not decode into %s: %v", typeName, err), nil
+			}
+			if patch != nil {
+				if err := json.Unmarshal(patch, &a); err != nil {
+					return Errorf("Tool argument defaults do not decode into %s: %v", typeName, err), nil
+				}
 			}
 			return exec(ctx, st, a)
 		},
@@ -203,7 +209,7 @@ func (f *RawFunc) compileTool() (*funcTool, error) {
 		name: f.Name, description: f.Description, schema: s,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		call: func(ctx context.Context, st ThreadState, raw []byte) (Result, error) {
+		call: func(ctx context.Context, st ThreadState, raw, _ []byte) (Result, error) {
 			return exec(ctx, st, json.RawMessage(raw))
 		},
 	}, nil
@@ -219,7 +225,10 @@ type funcTool struct {
 	uses             []string
 	progressArgument string
 	annotations      map[string]any
-	call             func(ctx context.Context, s ThreadState, raw []byte) (Result, error)
+	// typed tools decode raw and then a defaults patch on top; untyped ones
+	// receive the arguments with defaults merged in.
+	typed bool
+	call  func(ctx context.Context, s ThreadState, raw, patch []byte) (Result, error)
 }
 
 // ToolInfo describes a registered tool: what a runtime sends to a model and

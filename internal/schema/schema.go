@@ -260,10 +260,73 @@ func collect(e *validator.ValidationError, out *[]Issue) {
 	*out = append(*out, Issue{Path: path, Message: e.ErrorKind.LocalizedString(printer)})
 }
 
-// Decode parses JSON text into the generic form Validate expects (numbers
-// are kept as json.Number, so no precision is lost).
+// Decode parses JSON text into the generic form Validate expects.
 func Decode(b []byte) (any, error) {
-	return validator.UnmarshalJSON(bytes.NewReader(b))
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// DefaultsPatch returns the defaults v lacks as a sparse object that,
+// decoded on top of v's own decoding, yields v with its defaults applied
+// (nested objects hold only their missing keys). full reports that a default
+// is needed inside an array, where a patch cannot merge: apply ApplyDefaults
+// and re-encode instead. The patch is nil when nothing is missing.
+func (s *Schema) DefaultsPatch(v any) (patch map[string]any, full bool) {
+	if !s.defaults {
+		return nil, false
+	}
+	return defaultsPatch(s.compiled, v, 0)
+}
+
+func defaultsPatch(s *validator.Schema, v any, depth int) (map[string]any, bool) {
+	obj, ok := v.(map[string]any)
+	if s == nil || depth > 64 || !ok {
+		if arr, isArr := v.([]any); isArr && s != nil && s.Items2020 != nil && len(arr) > 0 && hasDefaults(s.Items2020, map[*validator.Schema]bool{}) {
+			return nil, true
+		}
+		return nil, false
+	}
+	var patch map[string]any
+	full := false
+	merge := func(p map[string]any, f bool) {
+		full = full || f
+		for k, x := range p {
+			if patch == nil {
+				patch = map[string]any{}
+			}
+			patch[k] = x
+		}
+	}
+	if s.Ref != nil {
+		merge(defaultsPatch(s.Ref, v, depth+1))
+	}
+	for _, sub := range s.AllOf {
+		merge(defaultsPatch(sub, v, depth+1))
+	}
+	for name, p := range s.Properties {
+		cur, present := obj[name]
+		if !present {
+			if p.Default != nil {
+				if patch == nil {
+					patch = map[string]any{}
+				}
+				patch[name] = deepCopy(*p.Default)
+			}
+			continue
+		}
+		sub, f := defaultsPatch(p, cur, depth+1)
+		full = full || f
+		if sub != nil {
+			if patch == nil {
+				patch = map[string]any{}
+			}
+			patch[name] = sub
+		}
+	}
+	return patch, full
 }
 
 // ApplyDefaults fills in, inside v, every missing object property whose

@@ -1,0 +1,91 @@
+package toolrun_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/toolrun/toolrun"
+)
+
+// benchArgs has 5 fields: an enum, a nested object and a default.
+type benchArgs struct {
+	Query  string      `json:"query" jsonschema:"description=Search query"`
+	Format string      `json:"format" jsonschema:"enum=json,enum=text,enum=markdown"`
+	Limit  int         `json:"limit,omitempty" jsonschema:"default=10,minimum=1"`
+	Filter benchFilter `json:"filter"`
+	Tags   []string    `json:"tags,omitempty"`
+}
+
+type benchFilter struct {
+	Category string  `json:"category"`
+	MinPrice float64 `json:"minPrice,omitempty"`
+}
+
+const benchArgsJSON = `{"query":"golang generics","format":"json","filter":{"category":"books","minPrice":5},"tags":["a","b"]}`
+
+func benchExecute(ctx context.Context, s toolrun.ThreadState, a benchArgs) (toolrun.Result, error) {
+	return toolrun.Text(a.Query), nil
+}
+
+func benchTypedWith(b *testing.B, extra int) {
+	reg := toolrun.NewRegistry(nil)
+	defs := []toolrun.Definition{&toolrun.Func[benchArgs]{Name: "search", Execute: benchExecute}}
+	for i := 0; i < extra; i++ {
+		defs = append(defs, &toolrun.RawFunc{Name: "tool_" + strconv.Itoa(i), Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+			return toolrun.Result{}, nil
+		}})
+	}
+	if err := reg.Register(defs...); err != nil {
+		b.Fatal(err)
+	}
+	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
+	ctx := context.Background()
+	calls := make([][]toolrun.ToolCall, b.N)
+	for i := range calls {
+		calls[i] = []toolrun.ToolCall{{ID: "call_" + strconv.Itoa(i), Name: "search", Arguments: benchArgsJSON}}
+	}
+	if _, err := ex.Run(ctx, "bench", []toolrun.ToolCall{{ID: "warm", Name: "search", Arguments: benchArgsJSON}}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := ex.Run(ctx, "bench", calls[i])
+		if err != nil || out[0].Message.Content != "golang generics" {
+			b.Fatalf("unexpected outcome: %v %+v", err, out)
+		}
+	}
+}
+
+// BenchmarkExecuteTyped runs one typed call through the executor — parse,
+// validate, default, decode, execute, shape, persist in the memory store.
+func BenchmarkExecuteTyped(b *testing.B) { benchTypedWith(b, 0) }
+
+// BenchmarkExecuteTypedRegistry compares registry sizes: lookup cost must
+// not grow with the number of registered tools.
+func BenchmarkExecuteTypedRegistry(b *testing.B) {
+	for _, n := range []int{1, 10000} {
+		b.Run(fmt.Sprintf("tools=%d", n), func(b *testing.B) { benchTypedWith(b, n-1) })
+	}
+}
+
+// BenchmarkBaselineJSON is the floor the executor is compared with: plain
+// unmarshal of the same arguments, the call, and marshal of the result.
+func BenchmarkBaselineJSON(b *testing.B) {
+	ctx := context.Background()
+	raw := []byte(benchArgsJSON)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var a benchArgs
+		if err := json.Unmarshal(raw, &a); err != nil {
+			b.Fatal(err)
+		}
+		res, _ := benchExecute(ctx, nil, a)
+		if _, err := json.Marshal(res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

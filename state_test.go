@@ -1,0 +1,153 @@
+package toolrun_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+)
+
+// inTool runs body as the Execute of a one-call batch on thread t1.
+func inTool(t *testing.T, ex *toolrun.Executor, body func(ctx context.Context, s toolrun.ThreadState)) {
+	t.Helper()
+	name := fmt.Sprintf("body_%d", bodyCount.Add(1))
+	require.NoError(t, ex.Registry().Register(fn(name, func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		body(ctx, s)
+		return toolrun.Text("ok"), nil
+	})))
+	out := run(t, ex, "t1", call(name, name, ""))
+	require.Equal(t, "ok", out[0].Message.Content, "body panicked or failed: %s", out[0].Message.Content)
+}
+
+func TestValues(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		var v map[string]int
+		found, err := s.Value(ctx, "k", &v)
+		require.NoError(t, err)
+		assert.False(t, found)
+		require.NoError(t, s.SetValue(ctx, "k", map[string]int{"a": 1}))
+		found, err = s.Value(ctx, "k", &v)
+		require.NoError(t, err)
+		assert.True(t, found)
+		assert.Equal(t, map[string]int{"a": 1}, v)
+		require.NoError(t, s.SetValue(ctx, "k", nil))
+		found, _ = s.Value(ctx, "k", &v)
+		assert.False(t, found, "nil deletes")
+		assert.Error(t, s.SetValue(ctx, "bad", math.Inf(1)), "non-finite numbers are refused")
+	})
+}
+
+func TestFiles(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		info, err := s.WriteFile(ctx, "docs//a.txt/", []byte("hello"), "text/plain")
+		require.NoError(t, err)
+		assert.Equal(t, "/docs/a.txt", info.Path, "paths are normalised")
+		data, err := s.ReadFile(ctx, "/docs/a.txt")
+		require.NoError(t, err)
+		assert.Equal(t, "hello", string(data))
+		_, err = s.WriteFile(ctx, "/docs/sub/b.bin", []byte{0, 1}, "")
+		require.NoError(t, err)
+		list, err := s.ListFiles(ctx, "/docs")
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		assert.Equal(t, "/docs/a.txt", list[0].Path)
+		assert.Equal(t, "application/octet-stream", list[1].MimeType)
+		st, err := s.StatFile(ctx, "/docs/sub/b.bin")
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), st.Size)
+		require.NoError(t, s.DeleteFile(ctx, "/docs/a.txt"))
+		_, err = s.ReadFile(ctx, "/docs/a.txt")
+		assert.ErrorIs(t, err, toolrun.ErrNotFound)
+		assert.ErrorIs(t, s.DeleteFile(ctx, "/nope"), toolrun.ErrNotFound)
+	})
+}
+
+func TestMessagesQuerySemantics(t *testing.T) {
+	ex := newExec(t, nil)
+	ctx := context.Background()
+	_, err := ex.Run(ctx, "t1", nil) // creates the thread
+	require.NoError(t, err)
+	for i := 1; i <= 5; i++ {
+		require.NoError(t, ex.Store().AppendMessages(ctx, "t1", &toolrun.Message{Role: toolrun.RoleUser, Content: fmt.Sprint(i)}))
+	}
+	require.NoError(t, ex.Store().AppendMessages(ctx, "t1",
+		&toolrun.Message{Role: toolrun.RoleSystem, Content: "silent", Silent: true},
+		&toolrun.Message{Role: toolrun.RoleAssistant, Content: "deep", Depth: 1}))
+	contents := func(p toolrun.MessagePage) (out []string) {
+		for _, m := range p.Messages {
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		p, err := s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2})
+		require.NoError(t, err)
+		assert.Equal(t, []string{"4", "5"}, contents(p), "default: newest rows, oldest first")
+		assert.Equal(t, 5, p.Total)
+		assert.True(t, p.HasMore)
+		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Order: toolrun.OrderDesc})
+		assert.Equal(t, []string{"5", "4"}, contents(p))
+		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Order: toolrun.OrderAsc})
+		assert.Equal(t, []string{"1", "2"}, contents(p))
+		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Offset: 1})
+		assert.Equal(t, []string{"3", "4"}, contents(p))
+		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 10, IncludeSilent: true, MaxDepth: 1})
+		assert.Equal(t, []string{"1", "2", "3", "4", "5", "silent", "deep"}, contents(p))
+		assert.False(t, p.HasMore)
+		p, _ = s.Messages(ctx, nil)
+		assert.Len(t, p.Messages, 5)
+	})
+}
+
+func TestInjectMessagePersistsWithoutRunning(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		require.NoError(t, s.InjectMessage(ctx, toolrun.Message{Role: toolrun.RoleSystem, Content: "Important context update"}))
+		assert.ErrorContains(t, s.InjectMessage(ctx, toolrun.Message{Role: "robot"}), `unknown role "robot"`)
+	})
+	page, err := ex.Store().ListMessages(context.Background(), "t1", toolrun.MessageQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Messages, 2)
+	assert.Equal(t, "Important context update", page.Messages[0].Content)
+	assert.Equal(t, toolrun.RoleTool, page.Messages[1].Role)
+}
+
+func TestRunCodeWithoutRunnerIsALinkError(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		res := s.RunCode(ctx, "export default 1", nil).Wait(ctx)
+		assert.Equal(t, toolrun.CodeStatusLinkError, res.Status)
+		assert.Contains(t, res.Error.Message, "no code runner is configured")
+	})
+}
+
+func TestEmitReachesSubscribers(t *testing.T) {
+	ex := newExec(t, nil)
+	var mu sync.Mutex
+	var got []toolrun.Event
+	stop := ex.Subscribe("t1", func(ev toolrun.Event) { mu.Lock(); got = append(got, ev); mu.Unlock() })
+	other := 0
+	ex.Subscribe("t2", func(toolrun.Event) { other++ })
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		s.Emit("progress", map[string]int{"step": 3, "total": 10})
+	})
+	stop()
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) { s.Emit("late", nil) })
+	var types []string
+	for _, ev := range got {
+		types = append(types, ev.Type)
+		if ev.Type == "progress" {
+			assert.Equal(t, map[string]int{"step": 3, "total": 10}, ev.Data)
+		}
+	}
+	assert.Equal(t, []string{toolrun.EventToolCallStarted, "progress", toolrun.EventToolCallDone}, types)
+	assert.Zero(t, other)
+}
