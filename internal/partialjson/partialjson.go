@@ -370,6 +370,9 @@ func simple(raw []byte) bool {
 // following encoding/json: invalid UTF-8 bytes and unpaired surrogates
 // become U+FFFD. Malformed escapes are kept as they are.
 func decode(raw []byte) string {
+	if simple(raw) {
+		return string(raw)
+	}
 	var b strings.Builder
 	b.Grow(len(raw))
 	for i := 0; i < len(raw); {

@@ -64,7 +64,8 @@ type Response struct {
 	Gate func(ctx context.Context) error
 }
 
-// ToolCall is a scripted tool call.
+// ToolCall is a scripted tool call. It is a plain value; a Provider copies
+// it when the Response holding it is added.
 type ToolCall struct {
 	// ID is the call id; "" means generated (call_<8 hex> unless
 	// Options.NewCallID says otherwise), fresh for every request.
@@ -143,7 +144,8 @@ func Fragments(name string, fragments ...string) *Response {
 }
 
 // ErrorOptions describe a scripted provider error. The zero value means
-// code "unknown", no status and not retryable.
+// code "unknown", no status and not retryable. Fail copies the fields, so
+// the value may be reused.
 type ErrorOptions struct {
 	// Code is the error code; "" means "unknown".
 	Code string

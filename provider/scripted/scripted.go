@@ -56,7 +56,8 @@ const Name = "scripted"
 const DefaultText = "Test response received."
 
 // Options configure a Provider. The zero value, and a nil *Options, mean the
-// defaults described on each field.
+// defaults described on each field. NewWithOptions copies the struct (and
+// the ProviderTools slice); changing it afterwards has no effect.
 type Options struct {
 	// ProviderTools are the provider-executed tools ProviderTools returns for
 	// every model id. ProviderExecuted is set on each, and Provider is set to
