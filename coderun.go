@@ -175,10 +175,12 @@ func (r *CodeRun) Terminate(reason string) {
 	r.terminate(reason)
 }
 
-// noCodeRunner is used when no sandbox is wired in.
-type noCodeRunner struct{}
+// NoCodeRunner answers every run with a link_error saying that no code
+// runner is configured. Use it to disable RunCode.
+type NoCodeRunner struct{}
 
-func (noCodeRunner) RunCode(context.Context, string, *CodeOptions) *CodeRun {
+// RunCode implements CodeRunner.
+func (NoCodeRunner) RunCode(context.Context, string, *CodeOptions) *CodeRun {
 	return SettledCodeRun(CodeResult{Status: CodeStatusLinkError, Error: &CodeError{
 		Name:    "MissingCodeRunner",
 		Message: "no code runner is configured: set ExecutorOptions.CodeRunner",

@@ -27,8 +27,8 @@ type ExecutorOptions struct {
 	Logger *slog.Logger
 	// Hooks are called around tool calls.
 	Hooks Hooks
-	// CodeRunner runs ThreadState.RunCode. nil means a runner that answers
-	// every run with a link_error saying that none is configured.
+	// CodeRunner runs ThreadState.RunCode. nil means the sandbox package's
+	// default runner (SandboxRunner); NoCodeRunner disables RunCode.
 	CodeRunner CodeRunner
 }
 
@@ -296,12 +296,7 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 		return res, nil
 	}
 	if missing := e.missingVariables(b, t.variables); len(missing) > 0 {
-		return Result{
-			Status:    StatusError,
-			Error:     "Missing required variables: " + joinComma(missing),
-			ErrorCode: "missing_variables",
-			ErrorData: map[string]any{"missing": toAnySlice(missing)},
-		}, nil
+		return missingVariablesResult(missing), nil
 	}
 	st := &callState{e: e, b: b, tool: t}
 	return callTool(ctx, t, st, raw, patch)
@@ -355,7 +350,7 @@ func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, 
 
 // callTool calls the tool's Execute with panics recovered and normalises
 // what it returned.
-func callTool(ctx context.Context, t *funcTool, st *callState, raw, patch []byte) (res Result, abort error) {
+func callTool(ctx context.Context, t *funcTool, st ThreadState, raw, patch []byte) (res Result, abort error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = Result{Status: StatusError, Error: fmt.Sprintf("tool panicked: %v", p), Stack: string(debug.Stack())}

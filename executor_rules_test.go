@@ -155,8 +155,14 @@ func TestCancelledContextStoresTheFinishedCallAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ranB := false
 	ex := newExec(t, nil,
-		fn("a", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { cancel(); return toolrun.Text("a"), nil }),
-		fn("b", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { ranB = true; return toolrun.Text("b"), nil }),
+		fn("a", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			cancel()
+			return toolrun.Text("a"), nil
+		}),
+		fn("b", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			ranB = true
+			return toolrun.Text("b"), nil
+		}),
 	)
 	out, err := ex.Run(ctx, "t1", []toolrun.ToolCall{call("1", "a", ""), call("2", "b", "")})
 	require.ErrorIs(t, err, context.Canceled)
@@ -177,8 +183,13 @@ func TestUsesListGatesInvokeAndQueue(t *testing.T) {
 	}}
 	ranSecret := false
 	ex := newExec(t, nil, caller,
-		fn("allowed", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("allowed ran"), nil }),
-		fn("secret_tool", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { ranSecret = true; return toolrun.Text("x"), nil }),
+		fn("allowed", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("allowed ran"), nil
+		}),
+		fn("secret_tool", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			ranSecret = true
+			return toolrun.Text("x"), nil
+		}),
 	)
 	out := run(t, ex, "t1", call("1", "caller", ""))
 	want := `Tool "secret_tool" is not declared in the current tool's uses list. Allowed tools: allowed`

@@ -75,7 +75,9 @@ type indirect struct {
 func TestRecursiveArgumentTypesAreRefused(t *testing.T) {
 	for _, d := range []toolrun.Definition{
 		&toolrun.Func[node]{Name: "tree", Execute: func(context.Context, toolrun.ThreadState, node) (toolrun.Result, error) { return toolrun.Result{}, nil }},
-		&toolrun.Func[indirect]{Name: "ind", Execute: func(context.Context, toolrun.ThreadState, indirect) (toolrun.Result, error) { return toolrun.Result{}, nil }},
+		&toolrun.Func[indirect]{Name: "ind", Execute: func(context.Context, toolrun.ThreadState, indirect) (toolrun.Result, error) {
+			return toolrun.Result{}, nil
+		}},
 	} {
 		err := toolrun.NewRegistry(nil).Register(d)
 		require.Error(t, err)
@@ -96,16 +98,22 @@ func TestNonStructArgumentsAndNilExecuteAreRefused(t *testing.T) {
 func TestRawSchemaRemoteAndFileRefsAreRefused(t *testing.T) {
 	for _, ref := range []string{"https://example.com/s.json", "file:///etc/passwd"} {
 		err := toolrun.NewRegistry(nil).Register(&toolrun.RawFunc{Name: "r",
-			Schema:  `{"type":"object","properties":{"x":{"$ref":"` + ref + `"}}}`,
-			Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) { return toolrun.Result{}, nil }})
+			Schema: `{"type":"object","properties":{"x":{"$ref":"` + ref + `"}}}`,
+			Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+				return toolrun.Result{}, nil
+			}})
 		require.Error(t, err, ref)
 		assert.Contains(t, err.Error(), "refused", ref)
 	}
 	err := toolrun.NewRegistry(nil).Register(&toolrun.RawFunc{Name: "r", Schema: `{"type":"string"}`,
-		Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) { return toolrun.Result{}, nil }})
+		Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+			return toolrun.Result{}, nil
+		}})
 	assert.ErrorContains(t, err, `schema type must be "object"`)
 	err = toolrun.NewRegistry(nil).Register(&toolrun.RawFunc{Name: "r", Schema: `{not json`,
-		Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) { return toolrun.Result{}, nil }})
+		Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+			return toolrun.Result{}, nil
+		}})
 	assert.ErrorContains(t, err, "schema is not valid JSON")
 }
 

@@ -255,6 +255,3 @@ func runCodeBound(ctx context.Context, r CodeRunner, source string, opts *CodeOp
 	}
 	return run
 }
-
-// defaultCodeRunner is replaced by the sandbox when it is wired in.
-func defaultCodeRunner() CodeRunner { return noCodeRunner{} }

@@ -121,7 +121,7 @@ func TestInjectMessagePersistsWithoutRunning(t *testing.T) {
 }
 
 func TestRunCodeWithoutRunnerIsALinkError(t *testing.T) {
-	ex := newExec(t, nil)
+	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.NoCodeRunner{}})
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		res := s.RunCode(ctx, "export default 1", nil).Wait(ctx)
 		assert.Equal(t, toolrun.CodeStatusLinkError, res.Status)
@@ -150,4 +150,36 @@ func TestEmitReachesSubscribers(t *testing.T) {
 	}
 	assert.Equal(t, []string{toolrun.EventToolCallStarted, "progress", toolrun.EventToolCallDone}, types)
 	assert.Zero(t, other)
+}
+
+func TestRunCodeUsesTheSandboxByDefault(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		var reports []any
+		res := s.RunCode(ctx, `
+import { readFile } from "fs";
+const text: string = await readFile("notes.txt");
+export default function main(n: number) { report(n); return text.toUpperCase() + n; }`, &toolrun.CodeOptions{
+			Execute: &toolrun.CodeExecute{Fn: "default", Args: []any{2}},
+			Imports: map[string]map[string]any{"fs": {"readFile": func(ctx context.Context, args []any) (any, error) {
+				return "hello", nil
+			}}},
+			Report: func(v any) { reports = append(reports, v) },
+		}).Wait(ctx)
+		require.Equal(t, toolrun.CodeStatusSuccess, res.Status, "%+v", res.Error)
+		assert.Equal(t, "HELLO2", res.Value)
+		assert.Len(t, reports, 1)
+		assert.Len(t, res.Reports, 1)
+	})
+}
+
+func TestRunCodeIsTerminatedWhenTheToolContextEnds(t *testing.T) {
+	ex := newExec(t, nil)
+	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
+		cctx, cancel := context.WithCancel(ctx)
+		run := s.RunCode(cctx, "export default () => { for(;;){} }", &toolrun.CodeOptions{Language: "javascript"})
+		cancel()
+		res := run.Wait(context.Background())
+		assert.Equal(t, toolrun.CodeStatusTerminated, res.Status)
+	})
 }

@@ -155,7 +155,7 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 		name: f.Name, description: f.Description, schema: s,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		typed: true,
+		typed:       true,
 		call: func(ctx context.Context, st ThreadState, raw, patch []byte) (Result, error) {
 			var a A
 			if err := json.Unmarshal(raw, &a); err != nil {

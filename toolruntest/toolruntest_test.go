@@ -1,0 +1,101 @@
+package toolruntest_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+type labelArgs struct {
+	Number   int    `json:"number" jsonschema:"minimum=1"`
+	Priority string `json:"priority,omitempty" jsonschema:"enum=high,enum=low,default=low"`
+}
+
+var label = &toolrun.Func[labelArgs]{
+	Name:      "label_issue",
+	Variables: []toolrun.Variable{{Name: "GITHUB_TOKEN", Type: toolrun.VarSecret, Required: true}},
+	Uses:      []string{"notify"},
+	Execute: func(ctx context.Context, s toolrun.ThreadState, a labelArgs) (toolrun.Result, error) {
+		tok, err := s.Env(ctx, "GITHUB_TOKEN")
+		if err != nil {
+			return toolrun.Result{}, err
+		}
+		if err := s.QueueTool("notify", map[string]any{"number": a.Number}); err != nil {
+			return toolrun.Result{}, err
+		}
+		if err := s.QueueTool("forbidden", nil); err == nil {
+			return toolrun.Errorf("uses list not enforced"), nil
+		}
+		r := s.InvokeTool(ctx, "notify", map[string]any{"number": a.Number})
+		s.Emit("labelled", map[string]any{"priority": a.Priority})
+		if _, err := s.WriteFile(ctx, "/out/log.txt", []byte(tok[:3]), "text/plain"); err != nil {
+			return toolrun.Result{}, err
+		}
+		return toolrun.Text("labelled with " + a.Priority + "; " + r.Result), nil
+	},
+}
+
+var notify = &toolrun.Func[struct {
+	Number int `json:"number"`
+}]{Name: "notify", Execute: func(ctx context.Context, s toolrun.ThreadState, a struct {
+	Number int `json:"number"`
+}) (toolrun.Result, error) {
+	return toolrun.Text("notified"), nil
+}}
+
+func TestCallRecordsWhatTheToolDid(t *testing.T) {
+	st := toolruntest.NewState(t, &toolruntest.Options{
+		Env:   map[string]toolrun.EnvValue{"GITHUB_TOKEN": toolruntest.SecretValue("ghp_test")},
+		Tools: []toolrun.Tool{notify},
+	})
+	res := toolruntest.Call(t, label, st, `{"number":3}`)
+	require.Equal(t, toolrun.StatusSuccess, res.Status, res.Error)
+	assert.Equal(t, "labelled with low; notified", res.Result, "defaults applied by the real pipeline")
+	require.Len(t, st.Queued(), 1)
+	assert.Equal(t, "notify", st.Queued()[0].Name)
+	assert.JSONEq(t, `{"number":3}`, st.Queued()[0].Arguments)
+	require.Len(t, st.Invoked(), 1)
+	assert.Equal(t, "notified", st.Invoked()[0].Result.Result)
+	require.Len(t, st.Emitted(), 1)
+	assert.Equal(t, "labelled", st.Emitted()[0].Type)
+	assert.Equal(t, []string{"/out/log.txt"}, st.Written())
+	assert.Equal(t, "ghp", string(st.File("/out/log.txt")))
+}
+
+func TestCallUsesTheRealValidationAndVariables(t *testing.T) {
+	st := toolruntest.NewState(t, nil)
+	res := toolruntest.Call(t, label, st, `{"number":3}`)
+	assert.Equal(t, "Missing required variables: GITHUB_TOKEN", res.Error)
+	res = toolruntest.Call(t, label, st, `{"number":0}`)
+	assert.Contains(t, res.Error, "Tool argument validation failed: [number]")
+	res = toolruntest.Call(t, label, st, `{`)
+	assert.Contains(t, res.Error, "Tool arguments are not valid JSON")
+}
+
+func TestStateSetUp(t *testing.T) {
+	st := toolruntest.NewState(t, &toolruntest.Options{
+		Values:   map[string]any{"k": 1},
+		Messages: []toolrun.Message{{Role: toolrun.RoleUser, Content: "hi"}},
+		Files:    map[string][]byte{"a.txt": []byte("x")},
+	})
+	ctx := context.Background()
+	var v int
+	found, err := st.Value(ctx, "k", &v)
+	require.NoError(t, err)
+	assert.True(t, found)
+	assert.Equal(t, 1, v)
+	p, err := st.Messages(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, p.Messages, 1)
+	data, err := st.ReadFile(ctx, "/a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "x", string(data))
+	require.NoError(t, st.SetEnv(ctx, "X", "1", toolrun.VarText))
+	typ, _ := st.EnvType(ctx, "X")
+	assert.Equal(t, toolrun.VarText, typ)
+}
