@@ -428,7 +428,9 @@ func (e *engine) throw(name, msg string) {
 var isolatedGlobals = []string{"process", "global", "window", "self", "document", "require", "Deno", "Bun",
 	"fetch", "Request", "Response", "URL", "URLSearchParams", "WebSocket", "WebAssembly", "crypto",
 	"setTimeout", "setInterval", "setImmediate", "performance", "atob", "btoa", "TextEncoder",
-	"TextDecoder", "Atomics", "SharedArrayBuffer"}
+	"TextDecoder", "Atomics", "SharedArrayBuffer",
+	"GoError", // goja's non-standard wrapper for Go errors
+}
 
 func (e *engine) setup() error {
 	rt := e.rt

@@ -54,14 +54,3 @@ func setDataLimit(limit int64) func() {
 func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
-
-// peakRSS returns the exited process's peak resident set size in bytes.
-func peakRSS(ps *os.ProcessState) int64 {
-	if ps == nil {
-		return 0
-	}
-	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-		return ru.Maxrss << 10
-	}
-	return 0
-}

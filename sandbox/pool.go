@@ -23,11 +23,12 @@ type workerPool struct {
 	idle     []*workerProc
 	spawning int
 	closed   bool
+	live     map[*workerProc]struct{} // every running worker process
 	runID    atomic.Uint64
 }
 
 func newWorkerPool(opts *RunnerOptions) *workerPool {
-	return &workerPool{opts: opts}
+	return &workerPool{opts: opts, live: map[*workerProc]struct{}{}}
 }
 
 func (p *workerPool) close() {
@@ -148,6 +149,9 @@ func (p *workerPool) spawn() (*workerProc, error) {
 		return nil, fmt.Errorf("sandbox: starting worker %q: %w", argv[0], err)
 	}
 	w.stdin = stdin
+	p.mu.Lock()
+	p.live[w] = struct{}{}
+	p.mu.Unlock()
 	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
 	go w.readLoop(bufio.NewReaderSize(stdout, 64<<10))
 	return w, nil
@@ -195,6 +199,9 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 	}
 	waitErr := w.cmd.Wait()
 	w.dead.Store(true)
+	w.pool.mu.Lock()
+	delete(w.pool.live, w)
+	w.pool.mu.Unlock()
 	w.mu.Lock()
 	wr := w.cur
 	w.cur = nil
@@ -209,10 +216,7 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 	tail := w.tail.String()
 	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
 	switch {
-	case strings.Contains(tail, "out of memory") || strings.Contains(tail, "cannot allocate memory") || isKilled(waitErr) ||
-		peakRSS(w.cmd.ProcessState) > wr.memory/2:
-		// A Go runtime that fails to map memory under RLIMIT_DATA does not
-		// always say so; a peak RSS near the cap tells the same story.
+	case looksLikeMemoryFailure(tail) || isKilled(waitErr):
 		wr.run.settle(&outcome{status: StatusMemory, err: memoryError(wr.memory)})
 	case strings.Contains(tail, "stack exceeds"):
 		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "RangeError", Message: "Maximum call stack size exceeded"}})
@@ -226,6 +230,28 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 		}
 		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: msg}})
 	}
+}
+
+// looksLikeMemoryFailure reports whether a worker's dying words point at
+// memory exhaustion. A Go runtime that fails to map memory under
+// RLIMIT_DATA says "out of memory" or "cannot allocate memory" when the
+// failing mapping is a heap allocation, but may instead fault (SIGSEGV) in
+// its allocator or collector when it is a small metadata mapping; both are
+// reported as StatusMemory.
+func looksLikeMemoryFailure(stderr string) bool {
+	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") {
+		return true
+	}
+	if !strings.Contains(stderr, "SIGSEGV") && !strings.Contains(stderr, "unknown pc") {
+		return false
+	}
+	for _, f := range []string{"runtime.mallocgc", "runtime.(*mheap)", "runtime.persistentalloc", "runtime.gcDrain",
+		"runtime.scanSpan", "runtime.(*spanQueue)", "runtime.gcAssistAlloc", "runtime.(*mcache)", "runtime.sysMap"} {
+		if strings.Contains(stderr, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func isKilled(err error) bool {

@@ -202,11 +202,11 @@ func TestModuleGraph(t *testing.T) {
 			return "data:" + args[0].(string), nil
 		})
 		mods := map[string]string{
-			"./config.ts":        "import {get} from 'net';\nexport const config = await get('config');",
-			"./lib/index.ts":     "export {helper} from './helper';\nexport * as json from '../data.json';",
-			"./lib/helper.js":    "export const helper = (s) => `<${s}>`;",
-			"./data.json":        `{"k": [1, 2]}`,
-			"./deep/a/b.mjs":     "import {config} from '../../config';\nexport const b = 'b:' + config;",
+			"./config.ts":         "import {get} from 'net';\nexport const config = await get('config');",
+			"./lib/index.ts":      "export {helper} from './helper';\nexport * as json from '../data.json';",
+			"./lib/helper.js":     "export const helper = (s) => `<${s}>`;",
+			"./data.json":         `{"k": [1, 2]}`,
+			"./deep/a/b.mjs":      "import {config} from '../../config';\nexport const b = 'b:' + config;",
 			"./tsx/component.tsx": "export const C = (n: number) => n * 2;",
 		}
 		src := `import {config} from "./config";
@@ -330,9 +330,11 @@ func (codedErr) ErrorName() string { return "QuotaError" }
 func TestHostFunctions(t *testing.T) {
 	bothModes(t, func(t *testing.T, r *Runner) {
 		imports := map[string]map[string]any{"host": {
-			"plain":  HostFunc(func(ctx context.Context, args []any) (any, error) { return nil, errors.New("plain failure") }),
-			"named":  HostFunc(func(ctx context.Context, args []any) (any, error) { return nil, codedErr{} }),
-			"typed":  HostFunc(func(ctx context.Context, args []any) (any, error) { return nil, &Error{Name: "NotFound", Message: "no such file"} }),
+			"plain": HostFunc(func(ctx context.Context, args []any) (any, error) { return nil, errors.New("plain failure") }),
+			"named": HostFunc(func(ctx context.Context, args []any) (any, error) { return nil, codedErr{} }),
+			"typed": HostFunc(func(ctx context.Context, args []any) (any, error) {
+				return nil, &Error{Name: "NotFound", Message: "no such file"}
+			}),
 			"panics": HostFunc(func(ctx context.Context, args []any) (any, error) { panic("kaboom") }),
 			"echo":   func(ctx context.Context, args []any) (any, error) { return args, nil },
 		}}
