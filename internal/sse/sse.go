@@ -57,7 +57,7 @@ func NewReader(r io.Reader, maxEvent int) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = MaxEventSize
 	}
-	return &Reader{br: bufio.NewReaderSize(r, 32<<10), max: maxEvent}
+	return &Reader{br: bufio.NewReaderSize(r, 8<<10), max: maxEvent}
 }
 
 // Next returns the next event. It returns io.EOF at the end of the body

@@ -1,0 +1,409 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolrun/toolrun"
+)
+
+// DefaultBaseURL is the OpenAI API base URL.
+const DefaultBaseURL = "https://api.openai.com/v1"
+
+// OpenRouterBaseURL is the OpenRouter API base URL.
+const OpenRouterBaseURL = "https://openrouter.ai/api/v1"
+
+// Options configure a Provider. The zero value talks to OpenAI without an
+// API key; a nil *Options is the zero value.
+type Options struct {
+	// Name is the provider name used in errors and logs; "" means "openai".
+	Name string
+	// APIKey is sent as "Authorization: Bearer <key>"; "" sends no
+	// Authorization header (local servers such as Ollama and vLLM).
+	APIKey string
+	// BaseURL is the API root the path "/chat/completions" is added to;
+	// "" means DefaultBaseURL.
+	BaseURL string
+	// Headers are added to every request, after the defaults (so they may
+	// replace them). OpenRouter reads "HTTP-Referer" and "X-Title" for
+	// app attribution.
+	Headers map[string]string
+	// ExtraBody holds fields merged into the top level of every request
+	// body, replacing fields of the same name: OpenRouter's "provider"
+	// routing preferences, "models", "reasoning", "transforms"; "max_tokens"
+	// or "max_completion_tokens"; "temperature"; and so on. Values must
+	// encode to JSON.
+	ExtraBody map[string]any
+	// ProviderTools are the tools this server executes itself. They are
+	// offered through the ProviderTools method and, when a request selects
+	// one, sent as given.
+	ProviderTools []ProviderTool
+	// Strict sends tools with "strict": true, their schemas rewritten to
+	// OpenAI's strict rules. A tool whose schema strict mode cannot express
+	// (free-form maps, recursion) is sent non-strict with a warning.
+	Strict bool
+	// NoTypeArrays rewrites JSON Schema type arrays into anyOf, for
+	// OpenAI-compatible servers that reject them.
+	NoTypeArrays bool
+	// HTTPClient sends the requests; nil means a client built from
+	// ConnectTimeout and HeaderTimeout. A non-nil client is used as is and
+	// those two options are ignored.
+	HTTPClient *http.Client
+	// ConnectTimeout bounds dialling a connection (including TLS); 0 means
+	// 10 seconds.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for the response headers once the
+	// request is sent; 0 means 2 minutes. The whole request is bounded by
+	// the context only.
+	HeaderTimeout time.Duration
+	// MaxRetries is how often a failed request is retried when the
+	// failure is retryable (network errors, 408, 409, 429, 5xx) and no
+	// chunk was yielded yet; 0 means 2, a negative value disables retries.
+	MaxRetries int
+	// RetryBaseDelay is the first backoff delay, doubled on each retry
+	// and jittered; 0 means 500ms. A Retry-After header replaces it.
+	RetryBaseDelay time.Duration
+	// MaxRetryWait is the longest wait before a retry; a Retry-After
+	// asking for more ends the retries with the error. 0 means 1 minute.
+	MaxRetryWait time.Duration
+	// Logger receives warnings (dropped schema keywords) and retry
+	// notices; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// ProviderTool is a tool the server executes itself.
+type ProviderTool struct {
+	// Name is the tool's name, as prompts select it ("provider:<Name>").
+	Name string
+	// Description tells users (not the model) what the tool does.
+	Description string
+	// Tool is the entry added verbatim to the request's "tools" array, or
+	// nil for none.
+	Tool json.RawMessage
+	// Body holds fields merged into the top level of the request when the
+	// tool is selected, such as OpenRouter's {"plugins": [{"id": "web"}]}.
+	Body map[string]any
+	// Models lists the model ids the tool is available for; empty means all.
+	Models []string
+}
+
+// OpenRouter returns Options for OpenRouter with the given API key. Add
+// attribution headers and routing preferences to the result:
+//
+//	opts := openai.OpenRouter(key)
+//	opts.Headers = map[string]string{"HTTP-Referer": "https://example.com", "X-Title": "Example"}
+//	opts.ExtraBody = map[string]any{"provider": map[string]any{"order": []string{"anthropic"}}}
+func OpenRouter(key string) *Options {
+	return &Options{Name: "openrouter", APIKey: key, BaseURL: OpenRouterBaseURL}
+}
+
+// Provider is an OpenAI-compatible chat-completions client. It implements
+// toolrun.Provider and toolrun.ProviderToolLister and is safe for
+// concurrent use.
+type Provider struct {
+	name     string
+	opts     Options
+	endpoint string
+	client   *http.Client
+	log      *slog.Logger
+	schemas  sync.Map // schemaKey -> schemaEntry
+}
+
+var (
+	_ toolrun.Provider           = (*Provider)(nil)
+	_ toolrun.ProviderToolLister = (*Provider)(nil)
+)
+
+// New returns a Provider configured by opts (nil means defaults). The
+// options are copied; changing them later has no effect.
+func New(opts *Options) *Provider {
+	p := &Provider{}
+	if opts != nil {
+		p.opts = *opts
+	}
+	p.name = p.opts.Name
+	if p.name == "" {
+		p.name = "openai"
+	}
+	base := p.opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	p.endpoint = strings.TrimRight(base, "/") + "/chat/completions"
+	p.client = p.opts.HTTPClient
+	if p.client == nil {
+		p.client = newHTTPClient(p.opts.ConnectTimeout, p.opts.HeaderTimeout)
+	}
+	p.log = p.opts.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p
+}
+
+func newHTTPClient(connect, header time.Duration) *http.Client {
+	if connect <= 0 {
+		connect = 10 * time.Second
+	}
+	if header <= 0 {
+		header = 2 * time.Minute
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	t.ResponseHeaderTimeout = header
+	return &http.Client{Transport: t}
+}
+
+// Name returns the provider name ("openai" unless Options.Name is set).
+func (p *Provider) Name() string { return p.name }
+
+// ProviderTools returns the provider-executed tools available for modelID.
+func (p *Provider) ProviderTools(modelID string) []toolrun.ToolSpec {
+	var out []toolrun.ToolSpec
+	for _, t := range p.opts.ProviderTools {
+		if t.availableFor(modelID) {
+			out = append(out, toolrun.ToolSpec{Name: t.Name, Description: t.Description, ProviderExecuted: true, Provider: p.name})
+		}
+	}
+	return out
+}
+
+func (t *ProviderTool) availableFor(model string) bool {
+	if len(t.Models) == 0 {
+		return true
+	}
+	for _, m := range t.Models {
+		if m == model {
+			return true
+		}
+	}
+	return false
+}
+
+// Stream sends req to the chat-completions endpoint with streaming on and
+// yields the response. Failures are *toolrun.ProviderError values, except
+// a cancelled ctx, which ends the sequence with ctx.Err(). Retryable
+// failures are retried (see Options.MaxRetries) as long as no chunk was
+// yielded.
+func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[toolrun.Chunk, error] {
+	return func(yield func(toolrun.Chunk, error) bool) {
+		body, err := p.requestBody(req)
+		if err != nil {
+			yield(toolrun.Chunk{}, err)
+			return
+		}
+		maxRetries := p.opts.MaxRetries
+		if maxRetries == 0 {
+			maxRetries = 2
+		}
+		for attempt := 0; ; attempt++ {
+			yielded, stopped, err := p.attempt(ctx, body, yield)
+			if stopped || err == nil {
+				return
+			}
+			if ctx.Err() != nil {
+				yield(toolrun.Chunk{}, ctx.Err())
+				return
+			}
+			pe, _ := err.(*toolrun.ProviderError)
+			if yielded || pe == nil || !pe.Retryable || attempt >= maxRetries {
+				yield(toolrun.Chunk{}, err)
+				return
+			}
+			wait, ok := p.backoff(attempt, pe.RetryAfter)
+			if !ok {
+				yield(toolrun.Chunk{}, err)
+				return
+			}
+			p.log.LogAttrs(ctx, slog.LevelInfo, "retrying model request",
+				slog.String("provider", p.name), slog.Int("attempt", attempt+1),
+				slog.Duration("wait", wait), slog.String("error", err.Error()))
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				yield(toolrun.Chunk{}, ctx.Err())
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// backoff returns the wait before retry number attempt+1, and false when
+// the server asked for a longer wait than Options.MaxRetryWait.
+func (p *Provider) backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
+	maxWait := p.opts.MaxRetryWait
+	if maxWait <= 0 {
+		maxWait = time.Minute
+	}
+	if retryAfter > 0 {
+		return retryAfter, retryAfter <= maxWait
+	}
+	base := p.opts.RetryBaseDelay
+	if base <= 0 {
+		base = 500 * time.Millisecond
+	}
+	d := base << min(attempt, 16)
+	if d > maxWait || d <= 0 {
+		d = maxWait
+	}
+	// Jitter: a random wait in [d/2, d].
+	return d/2 + rand.N(d/2+1), true
+}
+
+// attempt sends the request once and streams the response to yield.
+// yielded reports whether any chunk was yielded; stopped whether the
+// consumer stopped the iteration.
+func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "invalid_request", Message: err.Error(), Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if p.opts.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+p.opts.APIKey)
+	}
+	for k, v := range p.opts.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, false, ctx.Err()
+		}
+		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "network", Message: err.Error(), Retryable: true, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return false, false, httpError(p.name, resp)
+	}
+	y := func(c toolrun.Chunk) bool {
+		yielded = true
+		if !yield(c, nil) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	ct := strings.ToLower(resp.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		err = parseCompletion(p.name, resp.Body, y)
+	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
+		err = parseStream(p.name, resp.Body, y)
+	default:
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err = &toolrun.ProviderError{Provider: p.name, Status: resp.StatusCode, Code: "invalid_response",
+			Message: fmt.Sprintf("unexpected content type %q: %s", ct, bytes.TrimSpace(snippet))}
+	}
+	if stopped {
+		return yielded, true, nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return yielded, false, ctx.Err()
+	}
+	return yielded, false, err
+}
+
+// httpError turns a non-2xx response into a *toolrun.ProviderError.
+func httpError(provider string, resp *http.Response) *toolrun.ProviderError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &toolrun.ProviderError{
+		Provider:   provider,
+		Status:     resp.StatusCode,
+		Retryable:  retryableStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header, time.Now()),
+	}
+	var env struct {
+		Error *wireError `json:"error"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(b), &env); err == nil && env.Error != nil {
+		e.Code, e.Message = env.Error.codeAndMessage()
+	} else {
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 300 {
+			e.Message = e.Message[:300] + "…"
+		}
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	if e.Code == "" {
+		e.Code = statusCode(resp.StatusCode)
+	}
+	return e
+}
+
+func retryableStatus(s int) bool {
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// statusCode names an HTTP status for ProviderError.Code when the body has none.
+func statusCode(s int) string {
+	switch s {
+	case 400:
+		return "invalid_request"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "payment_required"
+	case 403:
+		return "permission_denied"
+	case 404:
+		return "not_found"
+	case 408:
+		return "timeout"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_exceeded"
+	case 529:
+		return "overloaded"
+	}
+	if s >= 500 {
+		return "server_error"
+	}
+	return ""
+}
+
+// retryAfter reads "retry-after-ms" or "Retry-After" (seconds or an HTTP
+// date); 0 when absent or unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		var ms float64
+		if _, err := fmt.Sscanf(v, "%g", &ms); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && !strings.ContainsAny(v, ", ") {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}

@@ -1,0 +1,503 @@
+package openai
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/sse"
+)
+
+// wireChunk is one chat.completion.chunk (or, for parseCompletion, a whole
+// chat.completion: Message instead of Delta).
+type wireChunk struct {
+	Choices []wireChoice `json:"choices"`
+	Usage   *wireUsage   `json:"usage"`
+	Error   *wireError   `json:"error"`
+}
+
+type wireChoice struct {
+	Index        int        `json:"index"`
+	Delta        *wireDelta `json:"delta"`
+	Message      *wireDelta `json:"message"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type wireDelta struct {
+	Content          content         `json:"content"`
+	Reasoning        *string         `json:"reasoning"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	Refusal          *string         `json:"refusal"`
+	ToolCalls        []wireToolDelta `json:"tool_calls"`
+}
+
+type wireToolDelta struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (u *wireUsage) usage() *toolrun.Usage {
+	out := &toolrun.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if u.PromptTokensDetails != nil {
+		out.CachedTokens = u.PromptTokensDetails.CachedTokens
+	}
+	if u.CompletionTokensDetails != nil {
+		out.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return out
+}
+
+// wireError is the "error" object of an error body or of an in-stream
+// error event. OpenAI sends a string code; OpenRouter a number.
+type wireError struct {
+	Message  string          `json:"message"`
+	Type     string          `json:"type"`
+	Code     json.RawMessage `json:"code"`
+	Param    string          `json:"param"`
+	Metadata *struct {
+		Raw          string `json:"raw"`
+		ProviderName string `json:"provider_name"`
+	} `json:"metadata"`
+}
+
+// codeAndMessage returns the error's code (its string code, else its
+// type) and its message, with an upstream error appended when OpenRouter
+// passed one on.
+func (e *wireError) codeAndMessage() (code, msg string) {
+	var s string
+	if json.Unmarshal(e.Code, &s) == nil && s != "" {
+		code = s
+	} else {
+		code = e.Type
+	}
+	msg = e.Message
+	if e.Metadata != nil && e.Metadata.Raw != "" {
+		raw := e.Metadata.Raw
+		if len(raw) > 500 {
+			raw = raw[:500] + "…"
+		}
+		if e.Metadata.ProviderName != "" {
+			msg += " (" + e.Metadata.ProviderName + ": " + raw + ")"
+		} else {
+			msg += " (" + raw + ")"
+		}
+	}
+	return code, msg
+}
+
+// status returns the numeric code OpenRouter puts in "code", or 0.
+func (e *wireError) status() int {
+	n, err := strconv.Atoi(string(bytes.TrimSpace(e.Code)))
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// content is a delta's "content": a string, null, or (Mistral) an array of
+// typed parts whose "thinking" parts are reasoning.
+type content struct {
+	text, reasoning string
+}
+
+func (c *content) UnmarshalJSON(b []byte) error {
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &c.text)
+	case len(b) > 0 && b[0] == '[':
+		var parts []struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Thinking []struct {
+				Text string `json:"text"`
+			} `json:"thinking"`
+		}
+		if err := json.Unmarshal(b, &parts); err != nil {
+			return err
+		}
+		for _, p := range parts {
+			switch p.Type {
+			case "text":
+				c.text += p.Text
+			case "thinking":
+				for _, t := range p.Thinking {
+					c.reasoning += t.Text
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// call is the state of one streamed tool call.
+type call struct {
+	wireIndex int
+	hasIndex  bool
+	id, name  string
+	args      strings.Builder
+	started   bool // ChunkToolCallStart was yielded
+	done      bool // ChunkToolCall was yielded
+}
+
+// streamState turns chat.completion.chunk payloads into toolrun chunks.
+type streamState struct {
+	provider string
+	yield    func(toolrun.Chunk) bool
+	calls    []*call
+	finish   string // the finish reason, once seen
+	stopped  bool
+}
+
+// errStopped ends parsing when the consumer stops.
+var errStopped = errors.New("stopped")
+
+func (s *streamState) emit(c toolrun.Chunk) error {
+	if !s.yield(c) {
+		s.stopped = true
+		return errStopped
+	}
+	return nil
+}
+
+func (s *streamState) invalid(format string, args ...any) error {
+	return &toolrun.ProviderError{Provider: s.provider, Code: "invalid_response", Message: fmt.Sprintf(format, args...)}
+}
+
+// parseStream reads an SSE body of chat.completion.chunk events and
+// yields its chunks, ending with ChunkFinish. It returns nil after the
+// finish, or when yield returned false.
+func parseStream(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error {
+	s := &streamState{provider: provider, yield: yield}
+	r := sse.NewReader(body, 0)
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			if s.finish == "" {
+				return &toolrun.ProviderError{Provider: provider, Code: "stream_truncated", Retryable: true,
+					Message: "the stream ended before the response finished"}
+			}
+			return s.end()
+		}
+		if err != nil {
+			if errors.Is(err, sse.ErrTooLarge) {
+				return s.invalid("%v", err)
+			}
+			return &toolrun.ProviderError{Provider: provider, Code: "network", Retryable: true,
+				Message: "reading the stream: " + err.Error(), Err: err}
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			return s.end()
+		}
+		var ch wireChunk
+		if err := json.Unmarshal(data, &ch); err != nil {
+			if !ev.Terminated {
+				return &toolrun.ProviderError{Provider: provider, Code: "stream_truncated", Retryable: true,
+					Message: "the stream ended inside an event", Err: err}
+			}
+			return &toolrun.ProviderError{Provider: provider, Code: "invalid_response",
+				Message: fmt.Sprintf("malformed stream event %s: %v", snippet(data), err), Err: err}
+		}
+		if err := s.chunk(&ch, ev.Event); err != nil {
+			if err == errStopped {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func snippet(b []byte) string {
+	if len(b) > 120 {
+		return strconv.Quote(string(b[:120])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
+
+// chunk handles one parsed event.
+func (s *streamState) chunk(ch *wireChunk, event string) error {
+	if ch.Error != nil {
+		code, msg := ch.Error.codeAndMessage()
+		st := ch.Error.status()
+		return &toolrun.ProviderError{Provider: s.provider, Code: code, Message: msg,
+			Retryable: retryableStatus(st) || retryableCode(code)}
+	}
+	if event == "error" {
+		return s.invalid("error event without an error object")
+	}
+	for i := range ch.Choices {
+		c := &ch.Choices[i]
+		if c.Index != 0 {
+			continue // only the first choice is used
+		}
+		d := c.Delta
+		if d == nil {
+			d = c.Message
+		}
+		if d != nil {
+			if err := s.delta(d); err != nil {
+				return err
+			}
+		}
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			if err := s.completeCalls(false); err != nil {
+				return err
+			}
+			s.finish = mapFinish(*c.FinishReason, len(s.calls) > 0)
+		}
+	}
+	if ch.Usage != nil {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: ch.Usage.usage()}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func retryableCode(code string) bool {
+	switch code {
+	case "rate_limit_exceeded", "rate_limit_error", "server_error", "overloaded", "overloaded_error", "api_error", "timeout":
+		return true
+	}
+	return false
+}
+
+func mapFinish(r string, calls bool) string {
+	switch r {
+	case "function_call":
+		return "tool_calls"
+	case "stop", "end_turn":
+		if calls {
+			return "tool_calls" // some servers say "stop" after tool calls
+		}
+		return "stop"
+	case "max_tokens":
+		return "length"
+	}
+	return r
+}
+
+func (s *streamState) delta(d *wireDelta) error {
+	for _, r := range [...]*string{d.ReasoningContent, d.Reasoning} {
+		if r != nil && *r != "" {
+			if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkReasoning, Text: *r}); err != nil {
+				return err
+			}
+		}
+	}
+	if d.Content.reasoning != "" {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkReasoning, Text: d.Content.reasoning}); err != nil {
+			return err
+		}
+	}
+	if d.Content.text != "" {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkText, Text: d.Content.text}); err != nil {
+			return err
+		}
+	}
+	if d.Refusal != nil && *d.Refusal != "" {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkText, Text: *d.Refusal}); err != nil {
+			return err
+		}
+	}
+	for i := range d.ToolCalls {
+		if err := s.toolDelta(&d.ToolCalls[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// toolDelta applies one tool_calls entry of a delta.
+func (s *streamState) toolDelta(td *wireToolDelta) error {
+	c, idx := s.find(td)
+	if c == nil {
+		// A new call: the calls before it are complete (unless their
+		// arguments are still unfinished JSON, as when a server
+		// interleaves calls).
+		if err := s.completeCalls(true); err != nil {
+			return err
+		}
+		c = &call{id: td.ID}
+		if td.Index != nil {
+			c.wireIndex, c.hasIndex = *td.Index, true
+		}
+		s.calls = append(s.calls, c)
+		idx = len(s.calls) - 1
+	}
+	if c.done {
+		if td.Function.Arguments == "" && td.Function.Name == "" {
+			return nil
+		}
+		return s.invalid("tool call %d received arguments after it was complete", idx)
+	}
+	if c.id == "" && td.ID != "" {
+		c.id = td.ID
+	}
+	if c.name == "" && td.Function.Name != "" {
+		c.name = td.Function.Name
+	}
+	frag := td.Function.Arguments
+	c.args.WriteString(frag)
+	if !c.started {
+		if c.name == "" {
+			return nil // arguments are kept until the name arrives
+		}
+		c.started = true
+		if c.id == "" {
+			c.id = newCallID()
+		}
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: idx,
+			ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name}}); err != nil {
+			return err
+		}
+		frag = c.args.String() // everything received so far
+	}
+	if frag == "" {
+		return nil
+	}
+	return s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCallDelta, Index: idx,
+		ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name, Arguments: frag}})
+}
+
+// find returns the call a delta continues, or nil for a new call.
+func (s *streamState) find(td *wireToolDelta) (*call, int) {
+	if td.Index != nil {
+		for i, c := range s.calls {
+			if c.hasIndex && c.wireIndex == *td.Index {
+				return c, i
+			}
+		}
+		return nil, 0
+	}
+	// No index (Mistral): a known id continues its call, a new id starts a
+	// call, no id continues the last call.
+	if td.ID != "" {
+		for i, c := range s.calls {
+			if c.id == td.ID {
+				return c, i
+			}
+		}
+		return nil, 0
+	}
+	if n := len(s.calls); n > 0 {
+		return s.calls[n-1], n - 1
+	}
+	return nil, 0
+}
+
+// completeCalls yields ChunkToolCall for every call not yet complete;
+// with onlyValid, only for those whose arguments are valid JSON.
+func (s *streamState) completeCalls(onlyValid bool) error {
+	for i, c := range s.calls {
+		if c.done {
+			continue
+		}
+		if onlyValid && (!c.started || !json.Valid([]byte(c.args.String()))) {
+			continue
+		}
+		if !c.started {
+			return s.invalid("tool call %d has no function name", i)
+		}
+		c.done = true
+		args := c.args.String()
+		if strings.TrimSpace(args) == "" {
+			args = "{}"
+		}
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCall, Index: i,
+			ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name, Arguments: args}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end finishes the response: a [DONE] or the end of the body after a
+// finish reason.
+func (s *streamState) end() error {
+	if s.finish == "" {
+		// [DONE] without a finish reason: accept what was received.
+		if err := s.completeCalls(false); err != nil {
+			return noStop(err)
+		}
+		s.finish = mapFinish("stop", len(s.calls) > 0)
+	}
+	return noStop(s.emit(toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: s.finish}))
+}
+
+func noStop(err error) error {
+	if err == errStopped {
+		return nil
+	}
+	return err
+}
+
+// parseCompletion handles a whole (non-streamed) chat.completion body, as
+// servers that ignore "stream": true send it.
+func parseCompletion(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error {
+	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	if err != nil {
+		return &toolrun.ProviderError{Provider: provider, Code: "network", Retryable: true, Message: err.Error(), Err: err}
+	}
+	b = bytes.TrimSpace(b) // OpenRouter may send whitespace before the body
+	var ch wireChunk
+	if err := json.Unmarshal(b, &ch); err != nil {
+		return &toolrun.ProviderError{Provider: provider, Code: "invalid_response",
+			Message: fmt.Sprintf("response is not JSON: %s", snippet(b)), Err: err}
+	}
+	s := &streamState{provider: provider, yield: yield}
+	if len(ch.Choices) == 0 && ch.Error == nil {
+		return s.invalid("response has no choices")
+	}
+	// A message's tool calls come whole and in order, without indexes.
+	for i := range ch.Choices {
+		if m := ch.Choices[i].Message; m != nil {
+			for j := range m.ToolCalls {
+				if m.ToolCalls[j].Index == nil {
+					m.ToolCalls[j].Index = ptrInt(j)
+				}
+			}
+		}
+	}
+	if err := s.chunk(&ch, ""); err != nil {
+		return noStop(err)
+	}
+	if s.finish == "" {
+		s.finish = "stop"
+	}
+	return s.end()
+}
+
+func ptrInt(i int) *int { return &i }
+
+// newCallID makes an id for a tool call a server sent without one.
+func newCallID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
+}
