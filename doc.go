@@ -1,0 +1,91 @@
+// Package toolrun is an embeddable SDK for defining and running the tools
+// that LLM agents call, implementing the Standard Agents "Tools"
+// specification.
+//
+// # Quick start
+//
+// Define a tool as a Go func with struct arguments, register it, and run
+// the calls a model issued on a thread:
+//
+//	type GetIssueArgs struct {
+//		Owner  string `json:"owner"  jsonschema:"description=Repository owner"`
+//		Repo   string `json:"repo"   jsonschema:"description=Repository name"`
+//		Number int    `json:"number" jsonschema:"description=Issue number,minimum=1"`
+//	}
+//
+//	var GetIssue = &toolrun.Func[GetIssueArgs]{
+//		Name:        "get_github_issue",
+//		Description: "Read a public GitHub issue.",
+//		Execute: func(ctx context.Context, s toolrun.ThreadState, a GetIssueArgs) (toolrun.Result, error) {
+//			return toolrun.Text(fmt.Sprintf("issue %s/%s#%d", a.Owner, a.Repo, a.Number)), nil
+//		},
+//	}
+//
+//	reg := toolrun.NewRegistry(nil)
+//	if err := reg.Register(GetIssue); err != nil { … }
+//	ex := toolrun.NewExecutor(reg, nil)
+//	outcomes, err := ex.Run(ctx, "thread-1", []toolrun.ToolCall{
+//		{ID: "call_1", Name: "get_github_issue", Arguments: `{"owner":"golang","repo":"go","number":1}`},
+//	})
+//
+// # Tools
+//
+// [Func] defines a function tool whose arguments are a Go struct; its JSON
+// Schema is generated from the struct (github.com/invopop/jsonschema tags),
+// fully inlined and closed, and compiled once at registration. [RawFunc]
+// takes a JSON Schema document and receives the arguments as JSON. A tool
+// may declare Variables (required ones are checked before Execute), a Uses
+// list (the targets InvokeTool and QueueTool may reach), a
+// ProgressArgument and Annotations (returned unchanged, never read).
+//
+// # Execution
+//
+// [Executor.Run] runs calls strictly one at a time, in order; tools queued
+// with QueueTool go to the tail. For each call: the argument text is parsed
+// (empty means {}, anything else that is not JSON is an error result),
+// validated against the advertised schema (every failing location is
+// listed), defaults are applied, required variables are resolved, Execute
+// runs with panics recovered, and the result is stored as a tool message
+// before the next call starts. A tool failure is data — an error result the
+// model reads — never a Go error from Run; a tool that must stop the run
+// returns an error wrapping [ErrAbort].
+//
+// # Threads
+//
+// A running tool sees its thread through [ThreadState]: identity, execution
+// info, a key-value store, the env chain (thread, agent defaults, prompt
+// defaults, user account, runtime instance), other tools, messages, events,
+// files and the code sandbox. Secret env values are redacted as
+// [REDACTED:<NAME>] from everything that leaves a tool. Package toolruntest
+// provides a fake ThreadState for unit tests of tools.
+//
+// # Stores
+//
+// A [Store] persists threads, messages, values, env, files and the child
+// registry. [NewMemoryStore] is the default; store/sqlite and store/postgres
+// are durable; store/storetest checks any implementation.
+//
+// # Providers
+//
+// A [Model] names a [Provider] and a model id. provider/scripted is a
+// deterministic provider for tests and examples; provider/openai and
+// provider/anthropic talk to real APIs over net/http.
+//
+// # Sandbox
+//
+// ThreadState.RunCode runs JavaScript or TypeScript in the sandbox package:
+// a fresh goja realm per run, in warm worker processes with a hard memory
+// cap, terminated on request or when the tool's context ends.
+//
+// # Errors
+//
+// Sentinel errors ([ErrNotFound], [ErrDuplicateToolResult],
+// [ErrVariableNotFound], [ErrNotDeclared], [ErrAbort], …) are matched with
+// errors.Is; [StoreError], [RegistrationError] and [ProviderError] carry
+// details.
+//
+// # Concurrency
+//
+// Registry, Executor and the stores are safe for concurrent use. Batches of
+// one thread are serialised; batches of different threads run in parallel.
+package toolrun
