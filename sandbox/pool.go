@@ -237,9 +237,11 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 // RLIMIT_DATA says "out of memory" or "cannot allocate memory" when the
 // failing mapping is a heap allocation, but may instead fault (SIGSEGV) in
 // its allocator or collector when it is a small metadata mapping; both are
-// reported as StatusMemory.
+// reported as StatusMemory. (A race-enabled worker's ThreadSanitizer says
+// "failed to allocate ... (errno: 12)".)
 func looksLikeMemoryFailure(stderr string) bool {
-	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") {
+	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
+		strings.Contains(stderr, "failed to allocate") || strings.Contains(stderr, "errno: 12") {
 		return true
 	}
 	if !strings.Contains(stderr, "SIGSEGV") && !strings.Contains(stderr, "unknown pc") {
