@@ -1,0 +1,413 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"iter"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolrun/toolrun"
+)
+
+// DefaultBaseURL is the Anthropic API root.
+const DefaultBaseURL = "https://api.anthropic.com"
+
+// DefaultVersion is the anthropic-version header sent by default.
+const DefaultVersion = "2023-06-01"
+
+// DefaultMaxTokens is the max_tokens sent when Options.MaxTokens is 0.
+const DefaultMaxTokens = 4096
+
+// Options configure a Provider. A nil *Options is the zero value.
+type Options struct {
+	// Name is the provider name used in errors and logs; "" means "anthropic".
+	Name string
+	// APIKey is sent as the x-api-key header.
+	APIKey string
+	// BaseURL is the API root the path "/v1/messages" is added to; ""
+	// means DefaultBaseURL.
+	BaseURL string
+	// Version is the anthropic-version header; "" means DefaultVersion.
+	Version string
+	// MaxTokens is the response token limit (max_tokens, which the API
+	// requires); 0 means DefaultMaxTokens.
+	MaxTokens int
+	// Headers are added to every request after the defaults, such as
+	// "anthropic-beta" for beta features.
+	Headers map[string]string
+	// ExtraBody holds fields merged into the top level of every request
+	// body, replacing fields of the same name: "thinking", "temperature",
+	// "metadata", and so on. Values must encode to JSON.
+	ExtraBody map[string]any
+	// ProviderTools are the server tools offered through the
+	// ProviderTools method and sent, when a request selects one, as given.
+	// nil means the default set: [WebSearch] with no use limit. An empty
+	// non-nil slice offers none.
+	ProviderTools []ProviderTool
+	// HTTPClient sends the requests; nil means a client built from
+	// ConnectTimeout and HeaderTimeout, which are otherwise ignored.
+	HTTPClient *http.Client
+	// ConnectTimeout bounds dialling (including TLS); 0 means 10 seconds.
+	ConnectTimeout time.Duration
+	// HeaderTimeout bounds the wait for the response headers; 0 means 2
+	// minutes. The whole request is bounded by the context only.
+	HeaderTimeout time.Duration
+	// MaxRetries is how often a retryable failure (network errors, 408,
+	// 409, 429, 5xx, 529 overloaded, an overloaded error event) is retried
+	// while no chunk was yielded; 0 means 2, negative disables retries.
+	MaxRetries int
+	// RetryBaseDelay is the first backoff delay, doubled on each retry and
+	// jittered; 0 means 500ms. A Retry-After header replaces it.
+	RetryBaseDelay time.Duration
+	// MaxRetryWait is the longest wait before a retry; a Retry-After
+	// asking for more ends the retries with the error. 0 means 1 minute.
+	MaxRetryWait time.Duration
+	// Logger receives warnings (dropped schema keywords) and retry
+	// notices; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// ProviderTool is a server tool Anthropic runs itself.
+type ProviderTool struct {
+	// Name is the tool's name, as prompts select it ("provider:<Name>").
+	Name string
+	// Description tells users (not the model) what the tool does.
+	Description string
+	// Tool is the entry added verbatim to the request's "tools" array.
+	Tool json.RawMessage
+	// Models lists the model ids the tool is available for; empty means all.
+	Models []string
+}
+
+// WebSearch returns the web_search server tool (web_search_20250305).
+// maxUses limits the searches per request; 0 means no limit.
+func WebSearch(maxUses int) ProviderTool {
+	t := map[string]any{"type": "web_search_20250305", "name": "web_search"}
+	if maxUses > 0 {
+		t["max_uses"] = maxUses
+	}
+	b, _ := json.Marshal(t)
+	return ProviderTool{Name: "web_search", Description: "Anthropic web search: the model searches the web and cites its sources", Tool: b}
+}
+
+// Provider is a client of the Anthropic Messages API. It implements
+// toolrun.Provider and toolrun.ProviderToolLister and is safe for
+// concurrent use.
+type Provider struct {
+	name     string
+	opts     Options
+	endpoint string
+	client   *http.Client
+	log      *slog.Logger
+	schemas  sync.Map // schemaKey -> json.RawMessage
+}
+
+var (
+	_ toolrun.Provider           = (*Provider)(nil)
+	_ toolrun.ProviderToolLister = (*Provider)(nil)
+)
+
+// New returns a Provider configured by opts (nil means defaults). The
+// options are copied.
+func New(opts *Options) *Provider {
+	p := &Provider{}
+	if opts != nil {
+		p.opts = *opts
+	}
+	p.name = p.opts.Name
+	if p.name == "" {
+		p.name = "anthropic"
+	}
+	if p.opts.ProviderTools == nil {
+		p.opts.ProviderTools = []ProviderTool{WebSearch(0)}
+	}
+	base := p.opts.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	p.endpoint = strings.TrimRight(base, "/") + "/v1/messages"
+	p.client = p.opts.HTTPClient
+	if p.client == nil {
+		p.client = newHTTPClient(p.opts.ConnectTimeout, p.opts.HeaderTimeout)
+	}
+	p.log = p.opts.Logger
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
+	}
+	return p
+}
+
+func newHTTPClient(connect, header time.Duration) *http.Client {
+	if connect <= 0 {
+		connect = 10 * time.Second
+	}
+	if header <= 0 {
+		header = 2 * time.Minute
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	t.ResponseHeaderTimeout = header
+	return &http.Client{Transport: t}
+}
+
+// Name returns the provider name ("anthropic" unless Options.Name is set).
+func (p *Provider) Name() string { return p.name }
+
+// ProviderTools returns the server tools available for modelID.
+func (p *Provider) ProviderTools(modelID string) []toolrun.ToolSpec {
+	var out []toolrun.ToolSpec
+	for _, t := range p.opts.ProviderTools {
+		if len(t.Models) == 0 || contains(t.Models, modelID) {
+			out = append(out, toolrun.ToolSpec{Name: t.Name, Description: t.Description, ProviderExecuted: true, Provider: p.name})
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Stream sends req to the Messages API with streaming on and yields the
+// response. Failures are *toolrun.ProviderError values, except a cancelled
+// ctx, which ends the sequence with ctx.Err(). Retryable failures are
+// retried (see Options.MaxRetries) as long as no chunk was yielded.
+func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[toolrun.Chunk, error] {
+	return func(yield func(toolrun.Chunk, error) bool) {
+		body, err := p.requestBody(req)
+		if err != nil {
+			yield(toolrun.Chunk{}, err)
+			return
+		}
+		maxRetries := p.opts.MaxRetries
+		if maxRetries == 0 {
+			maxRetries = 2
+		}
+		for attempt := 0; ; attempt++ {
+			yielded, stopped, err := p.attempt(ctx, body, yield)
+			if stopped || err == nil {
+				return
+			}
+			if ctx.Err() != nil {
+				yield(toolrun.Chunk{}, ctx.Err())
+				return
+			}
+			pe, _ := err.(*toolrun.ProviderError)
+			if yielded || pe == nil || !pe.Retryable || attempt >= maxRetries {
+				yield(toolrun.Chunk{}, err)
+				return
+			}
+			wait, ok := p.backoff(attempt, pe.RetryAfter)
+			if !ok {
+				yield(toolrun.Chunk{}, err)
+				return
+			}
+			p.log.LogAttrs(ctx, slog.LevelInfo, "retrying model request",
+				slog.String("provider", p.name), slog.Int("attempt", attempt+1),
+				slog.Duration("wait", wait), slog.String("error", err.Error()))
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				yield(toolrun.Chunk{}, ctx.Err())
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+func (p *Provider) backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
+	maxWait := p.opts.MaxRetryWait
+	if maxWait <= 0 {
+		maxWait = time.Minute
+	}
+	if retryAfter > 0 {
+		return retryAfter, retryAfter <= maxWait
+	}
+	base := p.opts.RetryBaseDelay
+	if base <= 0 {
+		base = 500 * time.Millisecond
+	}
+	d := base << min(attempt, 16)
+	if d > maxWait || d <= 0 {
+		d = maxWait
+	}
+	return d/2 + rand.N(d/2+1), true
+}
+
+func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "invalid_request", Message: err.Error(), Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	version := p.opts.Version
+	if version == "" {
+		version = DefaultVersion
+	}
+	hreq.Header.Set("anthropic-version", version)
+	if p.opts.APIKey != "" {
+		hreq.Header.Set("x-api-key", p.opts.APIKey)
+	}
+	for k, v := range p.opts.Headers {
+		hreq.Header.Set(k, v)
+	}
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, false, ctx.Err()
+		}
+		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "network", Message: err.Error(), Retryable: true, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return false, false, httpError(p.name, resp)
+	}
+	y := func(c toolrun.Chunk) bool {
+		yielded = true
+		if !yield(c, nil) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	ct := strings.ToLower(resp.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		err = parseMessage(p.name, resp.Body, y)
+	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
+		err = parseStream(p.name, resp.Body, y)
+	default:
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err = &toolrun.ProviderError{Provider: p.name, Status: resp.StatusCode, Code: "invalid_response",
+			Message: fmt.Sprintf("unexpected content type %q: %s", ct, bytes.TrimSpace(snippet))}
+	}
+	if stopped {
+		return yielded, true, nil
+	}
+	if err != nil && ctx.Err() != nil {
+		return yielded, false, ctx.Err()
+	}
+	return yielded, false, err
+}
+
+// wireError is the "error" object of an error body or error event.
+type wireError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func httpError(provider string, resp *http.Response) *toolrun.ProviderError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &toolrun.ProviderError{
+		Provider:   provider,
+		Status:     resp.StatusCode,
+		Retryable:  retryableStatus(resp.StatusCode),
+		RetryAfter: retryAfter(resp.Header, time.Now()),
+	}
+	var env struct {
+		Error     *wireError `json:"error"`
+		RequestID string     `json:"request_id"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(b), &env); err == nil && env.Error != nil {
+		e.Code, e.Message = env.Error.Type, env.Error.Message
+		if env.RequestID != "" {
+			e.Message += " (request " + env.RequestID + ")"
+		}
+	} else {
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 300 {
+			e.Message = e.Message[:300] + "…"
+		}
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	if e.Code == "" {
+		e.Code = statusCode(resp.StatusCode)
+	}
+	return e
+}
+
+func retryableStatus(s int) bool {
+	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// retryableType reports whether an error type names a passing condition.
+func retryableType(t string) bool {
+	switch t {
+	case "overloaded_error", "api_error", "rate_limit_error", "timeout_error":
+		return true
+	}
+	return false
+}
+
+func statusCode(s int) string {
+	switch s {
+	case 400:
+		return "invalid_request_error"
+	case 401:
+		return "authentication_error"
+	case 402:
+		return "billing_error"
+	case 403:
+		return "permission_error"
+	case 404:
+		return "not_found_error"
+	case 413:
+		return "request_too_large"
+	case 429:
+		return "rate_limit_error"
+	case 529:
+		return "overloaded_error"
+	}
+	if s >= 500 {
+		return "api_error"
+	}
+	return ""
+}
+
+// retryAfter reads "retry-after-ms" or "Retry-After" (seconds or an HTTP
+// date); 0 when absent or unreadable.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		var ms float64
+		if _, err := fmt.Sscanf(v, "%g", &ms); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && !strings.ContainsAny(v, ", ") {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
