@@ -27,8 +27,8 @@
 // soon as its name is known, a ChunkToolCallDelta per argument fragment,
 // and a ChunkToolCall with the whole arguments when the next call starts
 // or the response finishes. Tool calls are numbered 0, 1, … in order of
-// appearance, whatever indexes the server used. Usage comes as a
-// ChunkUsage and the sequence ends with a ChunkFinish ("stop",
+// appearance, whatever indexes the server used. Usage comes as one
+// ChunkUsage just before the ChunkFinish, and the sequence ends with a ChunkFinish ("stop",
 // "tool_calls", "length", "content_filter" or the server's own reason).
 // SSE comment lines (OpenRouter's ": OPENROUTER PROCESSING") are ignored;
 // a server that answers with a whole JSON completion instead of a stream

@@ -133,6 +133,7 @@ func TestPlainAnswer(t *testing.T) {
 	last := chunks[len(chunks)-1]
 	assert.Equal(t, toolrun.ChunkFinish, last.Type)
 	assert.Equal(t, "stop", last.FinishReason)
+	assert.Equal(t, toolrun.ChunkUsage, chunks[len(chunks)-2].Type, "usage right before the finish")
 	assert.Empty(t, ofType(chunks, toolrun.ChunkToolCall))
 }
 
@@ -479,6 +480,7 @@ func TestInStreamError(t *testing.T) {
 	chunks, err := collect(testProvider(s.URL, nil), basicRequest())
 	pe := providerError(t, err)
 	assert.Contains(t, pe.Message, "Provider disconnected")
+	assert.Equal(t, "server_error", pe.Code)
 	assert.True(t, pe.Retryable)
 	assert.Equal(t, "Partial", text(chunks, toolrun.ChunkText))
 }
@@ -594,4 +596,15 @@ func TestNoAuthorizationWithoutKey(t *testing.T) {
 	_, err := collect(New(&Options{BaseURL: s.URL + "/"}), basicRequest())
 	require.NoError(t, err)
 	assert.Empty(t, (<-s.headers).Get("Authorization"))
+}
+
+func TestRepeatedUsageYieldsOnce(t *testing.T) {
+	body := `data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":{"prompt_tokens":5,"completion_tokens":1}}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}}` + "\n\n"
+	s := newServer(t, reply{status: 200, ctype: "text/event-stream", body: body})
+	chunks, err := collect(testProvider(s.URL, nil), basicRequest())
+	require.NoError(t, err, "a finish reason then the end of the body is a complete response")
+	u := ofType(chunks, toolrun.ChunkUsage)
+	require.Len(t, u, 1)
+	assert.Equal(t, 2, u[0].Usage.OutputTokens)
 }

@@ -167,6 +167,7 @@ type streamState struct {
 	yield    func(toolrun.Chunk) bool
 	calls    []*call
 	finish   string // the finish reason, once seen
+	usage    *toolrun.Usage
 	stopped  bool
 }
 
@@ -244,6 +245,9 @@ func (s *streamState) chunk(ch *wireChunk, event string) error {
 	if ch.Error != nil {
 		code, msg := ch.Error.codeAndMessage()
 		st := ch.Error.status()
+		if code == "" {
+			code = statusCode(st)
+		}
 		return &toolrun.ProviderError{Provider: s.provider, Code: code, Message: msg,
 			Retryable: retryableStatus(st) || retryableCode(code)}
 	}
@@ -272,9 +276,8 @@ func (s *streamState) chunk(ch *wireChunk, event string) error {
 		}
 	}
 	if ch.Usage != nil {
-		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: ch.Usage.usage()}); err != nil {
-			return err
-		}
+		// Some servers repeat running totals on every chunk: the last wins.
+		s.usage = ch.Usage.usage()
 	}
 	return nil
 }
@@ -446,6 +449,11 @@ func (s *streamState) end() error {
 			return noStop(err)
 		}
 		s.finish = mapFinish("stop", len(s.calls) > 0)
+	}
+	if s.usage != nil {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: s.usage}); err != nil {
+			return noStop(err)
+		}
 	}
 	return noStop(s.emit(toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: s.finish}))
 }
