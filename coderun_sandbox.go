@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/toolrun/toolrun/sandbox"
 )
@@ -38,7 +39,18 @@ func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOpt
 			so.Execute = &sandbox.Execute{Fn: opts.Execute.Fn, Args: opts.Execute.Args}
 		}
 	}
-	var record func(any)
+	// The handle exists before the run starts, so reports and a Terminate
+	// that arrive at once are never lost.
+	var (
+		started    atomic.Pointer[sandbox.Run]
+		terminated atomic.Pointer[string]
+	)
+	run, record, settle := NewCodeRun(func(reason string) {
+		terminated.Store(&reason)
+		if sr := started.Load(); sr != nil {
+			sr.Terminate(reason)
+		}
+	})
 	if so != nil && opts.Report != nil {
 		user := opts.Report
 		so.Report = func(v any) {
@@ -47,8 +59,10 @@ func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOpt
 		}
 	}
 	srun := r.Start(ctx, source, so)
-	run, rec, settle := NewCodeRun(srun.Terminate)
-	record = rec
+	started.Store(srun)
+	if reason := terminated.Load(); reason != nil {
+		srun.Terminate(*reason)
+	}
 	go func() {
 		res, err := srun.Wait(context.WithoutCancel(ctx))
 		if err != nil {
