@@ -59,6 +59,7 @@ type Note struct {
 	Incompatible bool `json:"incompatible,omitempty"`
 }
 
+// String formats the note as "<path> <keyword>: <reason>".
 func (n Note) String() string {
 	p := n.Path
 	if p == "" {

@@ -487,3 +487,23 @@ func TestUnknownProviderTool(t *testing.T) {
 	_, err := collect(New(nil), req)
 	assert.Equal(t, "invalid_request_error", providerError(t, err).Code)
 }
+
+func TestIdleTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	start := time.Now()
+	p := testProvider(srv.URL, func(o *Options) { o.IdleTimeout = 100 * time.Millisecond; o.MaxRetries = 1 })
+	_, err := collect(p, basicRequest())
+	pe := providerError(t, err)
+	assert.Equal(t, "stream_timeout", pe.Code)
+	assert.True(t, pe.Retryable)
+	assert.Less(t, time.Since(start), 3*time.Second, "retried once, each attempt ended by the idle limit")
+}

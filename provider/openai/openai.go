@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -67,6 +68,11 @@ type Options struct {
 	// request is sent; 0 means 2 minutes. The whole request is bounded by
 	// the context only.
 	HeaderTimeout time.Duration
+	// IdleTimeout ends a response whose stream sends nothing (not even a
+	// keep-alive) for this long, with a retryable *toolrun.ProviderError
+	// of Code "stream_timeout"; 0 means no limit. Time the consumer spends
+	// on a chunk counts too, so leave room for it.
+	IdleTimeout time.Duration
 	// MaxRetries is how often a failed request is retried when the
 	// failure is retryable (network errors, 408, 409, 429, 5xx) and no
 	// chunk was yielded yet; 0 means 2, a negative value disables retries.
@@ -267,7 +273,9 @@ func (p *Provider) backoff(attempt int, retryAfter time.Duration) (time.Duration
 // attempt sends the request once and streams the response to yield.
 // yielded reports whether any chunk was yielded; stopped whether the
 // consumer stopped the iteration.
-func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+func (p *Provider) attempt(parent context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "invalid_request", Message: err.Error(), Err: err}
@@ -282,8 +290,8 @@ func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.
 	}
 	resp, err := p.client.Do(hreq)
 	if err != nil {
-		if ctx.Err() != nil {
-			return false, false, ctx.Err()
+		if parent.Err() != nil {
+			return false, false, parent.Err()
 		}
 		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "network", Message: err.Error(), Retryable: true, Err: err}
 	}
@@ -299,12 +307,18 @@ func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.
 		}
 		return true
 	}
+	var rd io.Reader = resp.Body
+	if p.opts.IdleTimeout > 0 {
+		ir := newIdleReader(resp.Body, p.opts.IdleTimeout, func() { cancel(errIdle) })
+		defer ir.stop()
+		rd = ir
+	}
 	ct := strings.ToLower(resp.Header.Get("Content-Type"))
 	switch {
 	case strings.HasPrefix(ct, "application/json"):
-		err = parseCompletion(p.name, resp.Body, y)
+		err = parseCompletion(p.name, rd, y)
 	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
-		err = parseStream(p.name, resp.Body, y)
+		err = parseStream(p.name, rd, y)
 	default:
 		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		err = &toolrun.ProviderError{Provider: p.name, Status: resp.StatusCode, Code: "invalid_response",
@@ -313,11 +327,36 @@ func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.
 	if stopped {
 		return yielded, true, nil
 	}
-	if err != nil && ctx.Err() != nil {
-		return yielded, false, ctx.Err()
+	if err != nil && parent.Err() != nil {
+		return yielded, false, parent.Err()
+	}
+	if err != nil && context.Cause(ctx) == errIdle {
+		return yielded, false, &toolrun.ProviderError{Provider: p.name, Code: "stream_timeout", Retryable: true,
+			Message: fmt.Sprintf("no data from the server for %s", p.opts.IdleTimeout), Err: errIdle}
 	}
 	return yielded, false, err
 }
+
+var errIdle = errors.New("stream idle timeout")
+
+// idleReader calls onIdle when no Read returned for d.
+type idleReader struct {
+	r io.Reader
+	d time.Duration
+	t *time.Timer
+}
+
+func newIdleReader(r io.Reader, d time.Duration, onIdle func()) *idleReader {
+	return &idleReader{r: r, d: d, t: time.AfterFunc(d, onIdle)}
+}
+
+func (i *idleReader) Read(b []byte) (int, error) {
+	n, err := i.r.Read(b)
+	i.t.Reset(i.d)
+	return n, err
+}
+
+func (i *idleReader) stop() { i.t.Stop() }
 
 // httpError turns a non-2xx response into a *toolrun.ProviderError.
 func httpError(provider string, resp *http.Response) *toolrun.ProviderError {

@@ -608,3 +608,23 @@ func TestRepeatedUsageYieldsOnce(t *testing.T) {
 	require.Len(t, u, 1)
 	assert.Equal(t, 2, u[0].Usage.OutputTokens)
 }
+
+func TestIdleTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`+"\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	start := time.Now()
+	chunks, err := collect(testProvider(srv.URL, func(o *Options) { o.IdleTimeout = 100 * time.Millisecond }), basicRequest())
+	pe := providerError(t, err)
+	assert.Equal(t, "stream_timeout", pe.Code)
+	assert.True(t, pe.Retryable)
+	assert.Equal(t, "a", text(chunks, toolrun.ChunkText))
+	assert.Less(t, time.Since(start), 2*time.Second)
+}

@@ -122,6 +122,7 @@ type content struct {
 	text, reasoning string
 }
 
+// UnmarshalJSON accepts a string, null or an array of typed parts.
 func (c *content) UnmarshalJSON(b []byte) error {
 	switch {
 	case len(b) > 0 && b[0] == '"':
