@@ -68,8 +68,8 @@ type engine struct {
 	typedProtos                                                     map[*goja.Object]string
 	typedCtors                                                      map[string]*goja.Object
 	mapForEach, setForEach                                          goja.Callable
-	promiseResolve                                                  goja.Callable
-	promiseCtor, errorCtor, dateCtor, mapCtor, setCtor              *goja.Object
+	errorCtor, dateCtor, mapCtor, setCtor                           *goja.Object
+	haveIntr                                                        bool
 }
 
 const (
@@ -80,35 +80,69 @@ const (
 )
 
 var (
-	preludeOnce sync.Once
-	preludeProg *goja.Program
-	preludeErr  error
+	protosOnce sync.Once
+	protosProg *goja.Program
 )
 
-// prelude replaces the dynamic-code entry points with throwers before any
-// user code runs.
-const preludeSrc = `(function(){
-"use strict";
-const msg = "Dynamic code loading is disabled";
-const F = Function;
-const thrower = function Function() { throw new EvalError(msg); };
-const protos = [F.prototype,
-  Object.getPrototypeOf(async function(){}),
-  Object.getPrototypeOf(function*(){})];
-for (const p of protos) {
-  Object.defineProperty(p, "constructor", {value: thrower, writable: false, enumerable: false, configurable: false});
-}
-Object.defineProperty(thrower, "prototype", {value: F.prototype, writable: false});
-Object.defineProperty(globalThis, "Function", {value: thrower, writable: true, enumerable: false, configurable: true});
-const evalThrower = function () { throw new EvalError(msg); };
-Object.defineProperty(globalThis, "eval", {value: evalThrower, writable: true, enumerable: false, configurable: true});
-})();`
-
-func prelude() (*goja.Program, error) {
-	preludeOnce.Do(func() {
-		preludeProg, preludeErr = goja.Compile("prelude.js", preludeSrc, true)
+// dynamicProtos evaluates to functions whose prototypes are
+// AsyncFunction.prototype and GeneratorFunction.prototype.
+func dynamicProtos() *goja.Program {
+	protosOnce.Do(func() {
+		protosProg = goja.MustCompile("intrinsics.js", "[async function(){}, function*(){}]", true)
 	})
-	return preludeProg, preludeErr
+	return protosProg
+}
+
+const dynamicCodeMsg = "Dynamic code loading is disabled"
+
+// disableDynamicCode replaces every entry point to the Function,
+// AsyncFunction and GeneratorFunction constructors and eval with throwers
+// of EvalError, before any user code runs. (goja has no async generators.)
+func (e *engine) disableDynamicCode() error {
+	rt := e.rt
+	g := rt.GlobalObject()
+	throwEval := func() {
+		if ctor, ok := goja.AssertConstructor(g.Get("EvalError")); ok {
+			if obj, err := ctor(nil, rt.ToValue(dynamicCodeMsg)); err == nil {
+				panic(obj)
+			}
+		}
+		panic(rt.NewTypeError(dynamicCodeMsg))
+	}
+	thrower := rt.ToValue(func(goja.ConstructorCall) *goja.Object {
+		throwEval()
+		return nil
+	}).(*goja.Object)
+	fnProto := thrower.Prototype()
+	if err := thrower.DefineDataProperty("name", rt.ToValue("Function"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		return err
+	}
+	if err := thrower.DefineDataProperty("prototype", fnProto, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+		return err
+	}
+	protos := []*goja.Object{fnProto}
+	v, err := rt.RunProgram(dynamicProtos())
+	if err != nil {
+		return err
+	}
+	arr := v.ToObject(rt)
+	for _, i := range []string{"0", "1"} {
+		protos = append(protos, arr.Get(i).ToObject(rt).Prototype())
+	}
+	for _, p := range protos {
+		if err := p.DefineDataProperty("constructor", thrower, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+			return err
+		}
+	}
+	if err := g.DefineDataProperty("Function", thrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
+		return err
+	}
+	evalThrower := rt.ToValue(func(goja.FunctionCall) goja.Value {
+		throwEval()
+		return nil
+	}).(*goja.Object)
+	_ = evalThrower.DefineDataProperty("name", rt.ToValue("eval"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	return g.DefineDataProperty("eval", evalThrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }
 
 // program returns the compiled goja program for c, compiling it once.
@@ -271,11 +305,10 @@ func (e *engine) run() (out *outcome) {
 	} else if len(e.job.args) > 0 {
 		return &outcome{status: StatusError, err: &Error{Name: "TypeError", Message: fmt.Sprintf("Export %q is not a function, so it cannot be called with args", entry)}}
 	}
-	rp, err := e.promiseResolve(goja.Undefined(), result)
-	if err != nil {
+	p2, resolveResult, _ := rt.NewPromise()
+	if err := resolveResult(result); err != nil {
 		return e.failure(err)
 	}
-	p2 := rp.Export().(*goja.Promise)
 	if err := e.await(p2); err != nil {
 		return e.failure(err)
 	}
@@ -432,11 +465,25 @@ var isolatedGlobals = []string{"process", "global", "window", "self", "document"
 	"GoError", // goja's non-standard wrapper for Go errors
 }
 
-func (e *engine) setup() error {
+// intrinsics captures the built-in constructors and prototypes the value
+// conversions need. It runs on first use so that a run that never converts
+// such values does not pay for instantiating them. Code that replaced a
+// global constructor before that point only changes how its own values
+// convert.
+func (e *engine) intrinsics() {
+	if e.haveIntr {
+		return
+	}
+	e.haveIntr = true
 	rt := e.rt
 	g := rt.GlobalObject()
-	get := func(o *goja.Object, k string) *goja.Object { return o.Get(k).ToObject(rt) }
-	e.objectProto = get(get(g, "Object"), "prototype")
+	get := func(o *goja.Object, k string) *goja.Object {
+		v := o.Get(k)
+		if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
+			return rt.NewObject()
+		}
+		return v.ToObject(rt)
+	}
 	e.arrayProto = get(get(g, "Array"), "prototype")
 	e.dateCtor = get(g, "Date")
 	e.dateProto = get(e.dateCtor, "prototype")
@@ -445,14 +492,8 @@ func (e *engine) setup() error {
 	e.setCtor = get(g, "Set")
 	e.setProto = get(e.setCtor, "prototype")
 	e.abProto = get(get(g, "ArrayBuffer"), "prototype")
-	e.errorCtor = get(g, "Error")
-	e.promiseCtor = get(g, "Promise")
 	e.mapForEach, _ = goja.AssertFunction(e.mapProto.Get("forEach"))
 	e.setForEach, _ = goja.AssertFunction(e.setProto.Get("forEach"))
-	pr, _ := goja.AssertFunction(e.promiseCtor.Get("resolve"))
-	e.promiseResolve = func(this goja.Value, args ...goja.Value) (goja.Value, error) {
-		return pr(e.promiseCtor, args...)
-	}
 	e.typedProtos = map[*goja.Object]string{}
 	e.typedCtors = map[string]*goja.Object{}
 	for name := range typedArraySizes {
@@ -464,14 +505,17 @@ func (e *engine) setup() error {
 		e.typedCtors[name] = c
 		e.typedProtos[get(c, "prototype")] = name
 	}
+}
+
+func (e *engine) setup() error {
+	rt := e.rt
+	g := rt.GlobalObject()
+	e.objectProto = g.Prototype()
+	e.errorCtor = g.Get("Error").ToObject(rt)
 	for _, name := range isolatedGlobals {
 		_ = g.Delete(name)
 	}
-	pp, err := prelude()
-	if err != nil {
-		return err
-	}
-	if _, err := rt.RunProgram(pp); err != nil {
+	if err := e.disableDynamicCode(); err != nil {
 		return err
 	}
 	console := rt.NewObject()
@@ -647,8 +691,10 @@ func (e *engine) toJS(v any) (goja.Value, error) {
 		}
 		return obj, nil
 	case time.Time:
+		e.intrinsics()
 		return rt.New(e.dateCtor, rt.ToValue(x.UnixMilli()))
 	case Map:
+		e.intrinsics()
 		m, err := rt.New(e.mapCtor)
 		if err != nil {
 			return nil, err
@@ -669,6 +715,7 @@ func (e *engine) toJS(v any) (goja.Value, error) {
 		}
 		return m, nil
 	case Set:
+		e.intrinsics()
 		s, err := rt.New(e.setCtor)
 		if err != nil {
 			return nil, err
@@ -687,8 +734,10 @@ func (e *engine) toJS(v any) (goja.Value, error) {
 	case ArrayBuffer:
 		return rt.ToValue(rt.NewArrayBuffer(append([]byte{}, x...))), nil
 	case []byte:
+		e.intrinsics()
 		return rt.New(e.typedCtors["Uint8Array"], rt.ToValue(rt.NewArrayBuffer(append([]byte{}, x...))))
 	case TypedArray:
+		e.intrinsics()
 		c := e.typedCtors[x.Type]
 		if c == nil {
 			return nil, notTransferable("typed array " + x.Type)
@@ -742,6 +791,9 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 	defer delete(seen, obj)
 	proto := obj.Prototype()
 	cls := obj.ClassName()
+	if cls != "Array" && !(cls == "Object" && (proto == nil || proto == e.objectProto)) {
+		e.intrinsics()
+	}
 	switch {
 	case cls == "Array":
 		n := int(obj.Get("length").ToInteger())

@@ -66,9 +66,16 @@ func (p *workerPool) get() (*workerProc, error) {
 	}
 }
 
+// refill starts a worker in the background when none is idle or starting,
+// so that the next run does not wait for a process start. Workers return
+// to the pool after their run, so the pool settles at PoolSize idle workers
+// without churn.
 func (p *workerPool) refill() {
 	p.mu.Lock()
-	need := p.opts.PoolSize - len(p.idle) - p.spawning
+	need := 0
+	if len(p.idle)+p.spawning == 0 {
+		need = 1
+	}
 	if p.closed || need <= 0 {
 		p.mu.Unlock()
 		return

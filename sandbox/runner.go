@@ -755,10 +755,34 @@ func (r *Runner) startInProcess(run *Run, p *prepared) {
 		// grace period (the goroutine finishes on its own later).
 		time.AfterFunc(grace, func() { run.settle(o) })
 	})
-	go func() {
+	goEngine(func() {
 		o := eng.run()
 		run.settle(o)
-	}()
+	})
+}
+
+// engineGoroutines hands in-process runs to idle goroutines whose stacks
+// have already grown to what goja needs, saving stack copying per run.
+var engineGoroutines = make(chan func())
+
+func goEngine(f func()) {
+	select {
+	case engineGoroutines <- f:
+	default:
+		go func() {
+			t := time.NewTimer(time.Minute)
+			defer t.Stop()
+			for {
+				f()
+				t.Reset(time.Minute)
+				select {
+				case f = <-engineGoroutines:
+				case <-t.C:
+					return
+				}
+			}
+		}()
+	}
 }
 
 func init() {
