@@ -1,10 +1,12 @@
 package openai
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -627,4 +629,50 @@ func TestIdleTimeout(t *testing.T) {
 	assert.True(t, pe.Retryable)
 	assert.Equal(t, "a", text(chunks, toolrun.ChunkText))
 	assert.Less(t, time.Since(start), 2*time.Second)
+}
+
+func TestErrorEventWithoutErrorObject(t *testing.T) {
+	s := newServer(t, reply{status: 200, ctype: "text/event-stream", body: "event: error\ndata: {\"message\":\"upstream went away\"}\n\n"})
+	_, err := collect(testProvider(s.URL, func(o *Options) { o.MaxRetries = -1 }), basicRequest())
+	pe := providerError(t, err)
+	assert.Equal(t, "server_error", pe.Code)
+	assert.Contains(t, pe.Message, "upstream went away")
+}
+
+func TestDroppedKeywordIsLogged(t *testing.T) {
+	var buf bytes.Buffer
+	s := newServer(t, sseReply(t, "text.sse"))
+	p := testProvider(s.URL, func(o *Options) {
+		o.Strict = true
+		o.Logger = slog.New(slog.NewTextHandler(&buf, nil))
+	})
+	req := basicRequest()
+	req.Tools = []toolrun.ToolSpec{{Name: "fetch", Parameters: json.RawMessage(`{"type":"object","properties":{"url":{"type":"string","format":"uri"}},"required":["url"]}`)}}
+	for range 2 {
+		_, err := collect(p, req)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), "logged once, then cached: %s", buf.String())
+	assert.Contains(t, buf.String(), "tool=fetch")
+	assert.Contains(t, buf.String(), "keyword=format")
+}
+
+func TestConcurrentStreams(t *testing.T) {
+	s := newServer(t, sseReply(t, "parallel_tools.sse"))
+	p := testProvider(s.URL, nil)
+	req := basicRequest()
+	req.Tools = []toolrun.ToolSpec{{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}}}`)}}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			chunks, err := collect(p, req)
+			if err == nil && len(ofType(chunks, toolrun.ChunkToolCall)) != 3 {
+				err = errors.New("wrong number of calls")
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		assert.NoError(t, <-errs)
+	}
 }

@@ -225,7 +225,11 @@ func parseStream(provider string, body io.Reader, yield func(toolrun.Chunk) bool
 			return &toolrun.ProviderError{Provider: provider, Code: "invalid_response",
 				Message: fmt.Sprintf("malformed stream event %s: %v", snippet(data), err), Err: err}
 		}
-		if err := s.chunk(&ch, ev.Event); err != nil {
+		if ch.Error == nil && ev.Event == "error" {
+			return &toolrun.ProviderError{Provider: provider, Code: "server_error",
+				Message: "error event: " + snippet(data)}
+		}
+		if err := s.chunk(&ch); err != nil {
 			if err == errStopped {
 				return nil
 			}
@@ -242,7 +246,7 @@ func snippet(b []byte) string {
 }
 
 // chunk handles one parsed event.
-func (s *streamState) chunk(ch *wireChunk, event string) error {
+func (s *streamState) chunk(ch *wireChunk) error {
 	if ch.Error != nil {
 		code, msg := ch.Error.codeAndMessage()
 		st := ch.Error.status()
@@ -251,9 +255,6 @@ func (s *streamState) chunk(ch *wireChunk, event string) error {
 		}
 		return &toolrun.ProviderError{Provider: s.provider, Code: code, Message: msg,
 			Retryable: retryableStatus(st) || retryableCode(code)}
-	}
-	if event == "error" {
-		return s.invalid("error event without an error object")
 	}
 	for i := range ch.Choices {
 		c := &ch.Choices[i]
@@ -493,7 +494,7 @@ func parseCompletion(provider string, body io.Reader, yield func(toolrun.Chunk) 
 			}
 		}
 	}
-	if err := s.chunk(&ch, ""); err != nil {
+	if err := s.chunk(&ch); err != nil {
 		return noStop(err)
 	}
 	if s.finish == "" {
