@@ -257,14 +257,14 @@ func compile(req *compileRequest) (*compiled, *Error) {
 				if _, ok := req.imports[a.Path]; ok {
 					return api.OnResolveResult{Path: a.Path, Namespace: importNS}, nil
 				}
-				return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf("Cannot find module %q: it is not provided by the imports option", a.Path)}}}, nil
+				return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf("Cannot find module %q: it is not provided by the imports option", a.Path), Detail: a.Path}}}, nil
 			}
 			if !strings.HasPrefix(a.Path, "./") && !strings.HasPrefix(a.Path, "../") {
-				return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf("Cannot find module %q: only relative module specifiers and imports are allowed", a.Path)}}}, nil
+				return api.OnResolveResult{Errors: []api.Message{{Text: fmt.Sprintf("Cannot find module %q: only relative module specifiers and imports are allowed", a.Path), Detail: a.Path}}}, nil
 			}
 			p, msg := resolve(a.Path, a.Importer)
 			if msg != "" {
-				return api.OnResolveResult{Errors: []api.Message{{Text: msg}}}, nil
+				return api.OnResolveResult{Errors: []api.Message{{Text: msg, Detail: a.Path}}}, nil
 			}
 			return api.OnResolveResult{Path: p, Namespace: esbNamespace}, nil
 		})
@@ -308,6 +308,9 @@ func compile(req *compileRequest) (*compiled, *Error) {
 	if len(res.Errors) > 0 {
 		m := res.Errors[0]
 		e := &Error{Name: "SyntaxError", Message: m.Text}
+		if spec, ok := m.Detail.(string); ok {
+			e.Specifier = spec
+		}
 		if strings.HasPrefix(m.Text, "Cannot find module") || strings.Contains(m.Text, "escapes the module root") {
 			e.Name = "ModuleNotFoundError"
 		}

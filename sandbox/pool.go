@@ -330,7 +330,7 @@ func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 		}
 		wr.run.settle(o)
 		w.runs++
-		if f.St == StatusMemory || f.St == StatusTerminated || wr.killed.Load() != nil {
+		if f.St == StatusMemory || wr.killed.Load() != nil {
 			// The worker may hold a large heap or a runaway goroutine: retire it.
 			w.stop()
 			return

@@ -179,6 +179,8 @@ func TestCompileErrorsAreLinkErrors(t *testing.T) {
 		res = runCode(t, r, "import x from './missing';\nexport default () => x;", nil)
 		requireStatus(t, res, StatusLinkError)
 		assert.Contains(t, res.Error.Message, "Cannot find module")
+		assert.Equal(t, "ModuleNotFoundError", res.Error.Name)
+		assert.Equal(t, "./missing", res.Error.Specifier)
 		assert.Equal(t, 1, res.Error.Line)
 
 		res = runCode(t, r, "import x from 'left-pad';\nexport default () => x;", nil)

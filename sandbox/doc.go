@@ -1,0 +1,146 @@
+// Package sandbox runs model- or user-written JavaScript and TypeScript as
+// hostile input: nothing the code does may crash, hang or starve the host
+// process. It is the code runner behind ThreadState.RunCode in the toolrun
+// root package, and it imports nothing from it, so it can be used on its own.
+//
+// # Quick start
+//
+//	r := sandbox.New(nil) // worker mode, pool of 2, 256 MiB per run
+//	defer r.Close()
+//	run := r.Start(ctx, `
+//	    import {readFile} from "fs";
+//	    export async function main(path: string) {
+//	        const text = await readFile(path);
+//	        report({read: path});
+//	        return text.length;
+//	    }`, &sandbox.Options{
+//	        Execute: &sandbox.Execute{Fn: "main", Args: []any{"notes.txt"}},
+//	        Imports: map[string]map[string]any{"fs": {
+//	            "readFile": sandbox.HostFunc(func(ctx context.Context, args []any) (any, error) {
+//	                return "hello", nil
+//	            }),
+//	        }},
+//	        Report:  func(v any) { log.Println("report", v) },
+//	        Timeout: 10 * time.Second,
+//	    })
+//	res, _ := run.Wait(ctx) // res.Status == sandbox.StatusSuccess, res.Value == 5.0
+//
+// [Runner.Start] never blocks on the code and never returns nil; the [Run]
+// handle can be waited on ([Run.Wait], [Run.Done]), asked whether it is
+// [Run.Running], read for live [Run.Reports] and stopped with
+// [Run.Terminate]. Cancelling the context given to Start terminates the
+// run too. Options given as data (a map with the reference's keys) go
+// through [Runner.StartMap] or [OptionsFromMap]; an unknown key is a
+// link_error "Unknown runCode option: <key>".
+//
+// # Results
+//
+// A run ends with one of five statuses: success, error (the code threw),
+// link_error (the code never ran: invalid options named
+// "InvalidCodeExecutionOptions", a syntax or TypeScript error, an
+// unresolvable module, a missing export), memory (the run went over its
+// memory limit) and terminated (Terminate, Timeout or the context). Errors
+// carry name, message, stack and the line and column in the user's source
+// (through the bundle's source map); the message then starts with
+// "Line <n> of <filename>: ". Waiting never fails for these: they are
+// results, not Go errors.
+//
+// # Entry and modules
+//
+// The source is a module. Execute.Fn (default "default") names the export
+// to evaluate: a function is called with Execute.Args and awaited, any other
+// value is returned (and passing args to it is an error). The Modules
+// option supplies relative modules ("./lib/util.ts"), resolved with the
+// extensions .ts, .tsx, .js, .mjs, .json and /index.*; a specifier escaping
+// the root is an error. Imports supplies bare specifiers ("fs") as
+// namespaces of values and host functions. TypeScript (the default
+// language) and module graphs are bundled by esbuild into one script that
+// runs inside an async function, so top-level await works in every module
+// of the graph. Bundles are cached by content hash in a bounded LRU
+// ([RunnerOptions.CacheSize]), so a repeated run skips esbuild.
+//
+// # Values
+//
+// Values are copied across the boundary, never shared: null (nil),
+// undefined ([Undefined]), booleans, finite numbers (float64 in Go; any Go
+// integer or float goes in), strings, arrays ([]any; other Go slices go
+// in), plain objects (map[string]any; Go structs go in shaped by their JSON
+// encoding), Dates (time.Time), Maps ([Map]), Sets ([Set]), Uint8Array
+// ([]byte), other typed arrays ([TypedArray]), ArrayBuffer ([ArrayBuffer])
+// and bigint (*big.Int). Anything else — functions, symbols, class
+// instances, cycles, NaN — is "SerializationError: value is not
+// transferable". [HostFunc] values in Imports and Globals become async
+// functions inside the sandbox; each call goes to the host (in worker mode
+// over the pipe), runs the Go function with a context that ends with the
+// run, and settles the promise. A returned error re-surfaces as an error
+// with the same name ([NamedError], [Error]) and message; a panic is
+// recovered and becomes an error. Once the run has settled its bridges are
+// unavailable ("BridgeUnavailable") and the host function is not called.
+//
+// # Isolation
+//
+// Every run gets a fresh goja realm holding only the ECMAScript intrinsics:
+// process, global, window, self, document, require, Deno, Bun, fetch,
+// Request, Response, URL, URLSearchParams, WebSocket, WebAssembly, crypto,
+// setTimeout, setInterval, setImmediate, performance, atob, btoa,
+// TextEncoder, TextDecoder, Atomics and SharedArrayBuffer are undefined
+// unless supplied through Globals. The Function, AsyncFunction and
+// GeneratorFunction constructors — however reached, including
+// (function(){}).constructor — and eval throw EvalError "Dynamic code loading
+// is disabled". console.* is captured into Result.Logs; report(value) exists
+// only when Options.Report is set. The code can reach nothing of the host
+// but copies of the values and the bridged functions it was given.
+//
+// # Worker mode and limits
+//
+// In the default [ModeWorker] each run executes in a child worker process,
+// kept warm in a small pool ([RunnerOptions.PoolSize]) so a run pays no
+// process start (about 0.5 ms per trivial run). Any binary that imports this
+// package can be its own worker: the package's init function checks the
+// environment variable TOOLRUN_SANDBOX_WORKER ([WorkerEnv]) and, when it is
+// "1", serves the worker protocol (length-prefixed JSON frames) on
+// stdin/stdout and exits without running main. By default the Runner
+// re-executes os.Executable() with that variable set — this works for
+// ordinary programs and for go test binaries alike. Keep init functions of
+// the host program from writing to stdout. To use a separate helper
+// binary instead, build cmd/toolrun-sandbox-worker (or any main package
+// importing this one) and set [RunnerOptions.WorkerCommand].
+//
+// Limits in worker mode:
+//   - Memory: per run, the worker sets a Go memory limit, lowers its
+//     RLIMIT_DATA (on Linux) to its current size plus the run's limit plus
+//     headroom, and watches its heap; going over the limit interrupts the
+//     code (status memory). An allocation too large to attempt fails against
+//     RLIMIT_DATA and kills the worker; the parent sees the death, reports
+//     status memory, and replaces the worker. Default limit 256 MiB
+//     ([RunnerOptions.DefaultMemoryLimit], [Options.MemoryLimitBytes]).
+//   - Time: Terminate, Options.Timeout and context cancellation interrupt the
+//     JavaScript (within microseconds for JS loops); a builtin that cannot be
+//     interrupted (a catastrophic regular expression, a huge String.repeat)
+//     is ended by killing the worker after [RunnerOptions.TerminateGrace]
+//     (default 300 ms).
+//   - Stack: Options.MaxCallStackSize (default 10000 frames) bounds
+//     recursion, which fails with RangeError "Maximum call stack size
+//     exceeded".
+//   - Output: at most 10000 reports and 1000 log entries, and 16 MiB of
+//     both together, per run; report() past the limit throws.
+//
+// Any worker death (crash, OOM kill) settles its run — memory when the
+// worker ran out of memory, error "WorkerCrashed" otherwise — and never
+// reaches the host as a panic.
+//
+// # In-process mode
+//
+// [ModeInProcess] runs the code in the host process: a trivial run costs
+// about 0.1 ms and a bridged call about 8 µs. It is for trusted code and for
+// platforms without child processes: termination and timeouts only
+// interrupt JavaScript (a run stuck in a builtin is reported terminated
+// after the grace period while its goroutine finishes on its own), and
+// memory limits are not enforced — a memory bomb such as
+// 'x'.repeat(2**40) can kill the whole process.
+//
+// # Concurrency
+//
+// [Runner] and [Run] are safe for concurrent use. Report callbacks of one
+// run are called one at a time, in order.
+package sandbox

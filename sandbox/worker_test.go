@@ -1,0 +1,52 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWorkerCommandOption(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	r := New(&RunnerOptions{WorkerCommand: []string{exe}, PoolSize: 1})
+	defer r.Close()
+	res := runCode(t, r, "export default () => 'from helper';", nil)
+	requireStatus(t, res, StatusSuccess)
+	assert.Equal(t, "from helper", res.Value)
+
+	bad := New(&RunnerOptions{WorkerCommand: []string{filepath.Join(t.TempDir(), "no-such-worker")}})
+	defer bad.Close()
+	res = runCode(t, bad, "export default () => 1;", nil)
+	requireStatus(t, res, StatusError)
+	assert.Equal(t, "WorkerUnavailable", res.Error.Name)
+
+	// A command that is not a worker at all: the run fails, the host lives.
+	notWorker := New(&RunnerOptions{WorkerCommand: []string{"/bin/true"}})
+	defer notWorker.Close()
+	res = runCode(t, notWorker, "export default () => 1;", nil)
+	requireStatus(t, res, StatusError)
+	assert.Equal(t, "WorkerCrashed", res.Error.Name)
+}
+
+func TestHelperBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	bin := filepath.Join(t.TempDir(), "toolrun-sandbox-worker")
+	out, err := exec.Command("go", "build", "-o", bin, "./cmd/toolrun-sandbox-worker").CombinedOutput()
+	require.NoError(t, err, string(out))
+	r := New(&RunnerOptions{WorkerCommand: []string{bin}, PoolSize: 1})
+	defer r.Close()
+	res := runCode(t, r, "export default (a: number) => a * 3;", &Options{Execute: &Execute{Args: []any{14}}})
+	requireStatus(t, res, StatusSuccess)
+	assert.Equal(t, 42.0, res.Value)
+
+	// Run by hand it explains itself and exits non-zero.
+	err = exec.Command(bin).Run()
+	assert.Error(t, err)
+}
