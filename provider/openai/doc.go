@@ -30,9 +30,20 @@
 // appearance, whatever indexes the server used. Usage comes as one
 // ChunkUsage just before the ChunkFinish, and the sequence ends with a ChunkFinish ("stop",
 // "tool_calls", "length", "content_filter" or the server's own reason).
+// Citations a server-side search attached ("annotations", as OpenAI search
+// models and OpenRouter's web plugin send them) are yielded before the usage
+// as one toolrun.ChunkProviderTool per annotation type: Name "web_search"
+// for "url_citation", the annotations as JSON in Result.
 // SSE comment lines (OpenRouter's ": OPENROUTER PROCESSING") are ignored;
 // a server that answers with a whole JSON completion instead of a stream
 // is handled too.
+//
+// # Provider tools
+//
+// Options.ProviderTools lists what the server runs itself; the Provider
+// offers them through toolrun.ProviderToolLister, and a request that selects
+// one sends its Tool entry verbatim in "tools" and merges its Body into the
+// request (OpenRouter's {"plugins": [{"id": "web"}]}).
 //
 // # Tool schemas
 //

@@ -676,3 +676,26 @@ func TestConcurrentStreams(t *testing.T) {
 		assert.NoError(t, <-errs)
 	}
 }
+
+func TestWebAnnotationsAsProviderTool(t *testing.T) {
+	s := newServer(t, sseReply(t, "web_annotations.sse"))
+	p := testProvider(s.URL, func(o *Options) {
+		o.ProviderTools = []ProviderTool{{Name: "web", Body: map[string]any{"plugins": []any{map[string]any{"id": "web", "max_results": 2}}}}}
+	})
+	req := basicRequest()
+	req.Tools = []toolrun.ToolSpec{{Name: "provider:web", ProviderExecuted: true}}
+	chunks, err := collect(p, req)
+	require.NoError(t, err)
+	pts := ofType(chunks, toolrun.ChunkProviderTool)
+	require.Len(t, pts, 1)
+	pt := pts[0].ProviderTool
+	assert.Equal(t, "web_search", pt.Name)
+	assert.Equal(t, "url_citation", pt.Type)
+	assert.Equal(t, "completed", pt.Status)
+	assert.Equal(t, 2, pt.Metadata["count"])
+	var anns []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(pt.Result), &anns))
+	assert.Len(t, anns, 2)
+	assert.Equal(t, "Go 1.26 was released in February 2026.", text(chunks, toolrun.ChunkText))
+	assert.Equal(t, toolrun.ChunkFinish, chunks[len(chunks)-1].Type)
+}

@@ -36,6 +36,9 @@ type wireDelta struct {
 	ReasoningContent *string         `json:"reasoning_content"`
 	Refusal          *string         `json:"refusal"`
 	ToolCalls        []wireToolDelta `json:"tool_calls"`
+	// Annotations are citations of a server-side search (OpenAI search
+	// models, OpenRouter's web plugin).
+	Annotations []json.RawMessage `json:"annotations"`
 }
 
 type wireToolDelta struct {
@@ -169,7 +172,10 @@ type streamState struct {
 	calls    []*call
 	finish   string // the finish reason, once seen
 	usage    *toolrun.Usage
-	stopped  bool
+	// annotations collects delta annotations by their "type".
+	annotations map[string][]json.RawMessage
+	annTypes    []string
+	stopped     bool
 }
 
 // errStopped ends parsing when the consumer stops.
@@ -330,6 +336,19 @@ func (s *streamState) delta(d *wireDelta) error {
 			return err
 		}
 	}
+	for _, a := range d.Annotations {
+		var probe struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(a, &probe)
+		if s.annotations == nil {
+			s.annotations = map[string][]json.RawMessage{}
+		}
+		if _, seen := s.annotations[probe.Type]; !seen {
+			s.annTypes = append(s.annTypes, probe.Type)
+		}
+		s.annotations[probe.Type] = append(s.annotations[probe.Type], a)
+	}
 	for i := range d.ToolCalls {
 		if err := s.toolDelta(&d.ToolCalls[i]); err != nil {
 			return err
@@ -452,6 +471,11 @@ func (s *streamState) end() error {
 		}
 		s.finish = mapFinish("stop", len(s.calls) > 0)
 	}
+	for _, typ := range s.annTypes {
+		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkProviderTool, ProviderTool: annotationTool(s.provider, typ, s.annotations[typ])}); err != nil {
+			return noStop(err)
+		}
+	}
 	if s.usage != nil {
 		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: s.usage}); err != nil {
 			return noStop(err)
@@ -510,4 +534,18 @@ func newCallID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return "call_" + hex.EncodeToString(b[:])
+}
+
+// annotationTool reports the annotations of one type as a provider tool
+// call: url_citation annotations come from a web search the server ran.
+func annotationTool(provider, typ string, anns []json.RawMessage) *toolrun.ProviderToolCall {
+	name := typ
+	if typ == "url_citation" {
+		name = "web_search"
+	}
+	result, _ := json.Marshal(anns)
+	return &toolrun.ProviderToolCall{
+		ID: "annotations_" + typ, Name: name, Type: typ, Provider: provider, Status: "completed",
+		Result: string(result), Metadata: map[string]any{"count": len(anns)},
+	}
 }
