@@ -276,7 +276,9 @@ func (s *streamState) blockStart(idx int, cb *wireBlockOut) error {
 		s.serverID[cb.ID] = cb.Name
 	case strings.HasSuffix(cb.Type, "_tool_result") && cb.ToolUseID != "":
 		// A server tool's result arrives whole in the start event.
-		return s.emitServerResult(cb)
+		if err := s.emitServerResult(cb); err != nil {
+			return err
+		}
 	}
 	s.blocks[idx] = b
 	return nil
