@@ -132,6 +132,9 @@ type batch struct {
 	parentID  string
 	depth     int
 	started   map[string]bool // calls whose tool_call_started already fired
+	side      string          // acting side, recorded on stored results
+	turn      *turnState      // the runtime turn, nil for a bare run
+	msgID     string          // id the running call's result message will get
 
 	mu      sync.Mutex
 	queue   []pending
@@ -230,6 +233,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
 	} else {
 		e.fireStarted(ctx, b, c)
+		b.msgID = newID("msg")
 		var abort error
 		res, abort = e.execute(ctx, b, nil, c.Name, c.Arguments)
 		if abort != nil {
@@ -286,8 +290,18 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 	if caller != nil && caller.tool != nil {
 		ns = caller.tool.namespace
 	}
+	if b.turn != nil {
+		if res, handled, abort := b.turn.dispatch(ctx, b, name, args, caller != nil); handled {
+			return res, abort
+		}
+	}
 	ent := e.reg.lookup(name, ns)
 	if ent == nil || ent.tool == nil {
+		if b.turn != nil {
+			if res, handled, abort := b.turn.dispatchDefinition(ctx, b, ent, name, args, caller != nil); handled {
+				return res, abort
+			}
+		}
 		return Result{Status: StatusError, Error: "Tool not found: " + name}, nil
 	}
 	t := ent.tool
@@ -516,8 +530,19 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 			meta[MetaStack] = res.Stack
 		}
 	}
+	id := b.msgID
+	if id == "" {
+		id = newID("msg")
+	}
+	b.msgID = ""
+	if b.side != "" {
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta[metaSide] = b.side
+	}
 	msg := &Message{
-		ID:          newID("msg"),
+		ID:          id,
 		ThreadID:    b.threadID,
 		Role:        RoleTool,
 		Content:     content,

@@ -58,6 +58,11 @@ type Attachment struct {
 // Text returns a success result with text s.
 func Text(s string) Result { return Result{Status: StatusSuccess, Result: s} }
 
+// Textf returns a success result whose text is fmt.Sprintf(format, args...).
+func Textf(format string, args ...any) Result {
+	return Result{Status: StatusSuccess, Result: fmt.Sprintf(format, args...)}
+}
+
 // JSON returns a success result whose text is v encoded as JSON. If v cannot
 // be encoded the result is an error that says why.
 func JSON(v any) Result {

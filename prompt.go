@@ -1,0 +1,205 @@
+package toolrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+
+	"github.com/toolrun/toolrun/internal/schema"
+)
+
+// Prompt is a prompt definition (spec definePrompt): the system prompt,
+// model and tools of an agent side, and — with a ToolDescription — a tool
+// other prompts can call (a prompt tool, run as a one-shot sub-prompt).
+//
+// A Prompt must not be modified after it is registered.
+type Prompt struct {
+	// Name identifies the prompt; it is also its tool name.
+	Name string
+	// ToolDescription describes the prompt when it is offered as a tool.
+	ToolDescription string
+	// Model names a registered Model.
+	Model string
+	// Text is the system prompt. {{name}} placeholders are replaced by the
+	// call's arguments when the prompt runs as a tool or after a handoff
+	// (strings verbatim, other values as JSON); unknown names are left as is.
+	Text string
+	// Tools the prompt offers the model: Use("name") for a function tool,
+	// prompt or agent (local or qualified), Use("provider:web_search") for a
+	// provider-executed tool, or a SubpromptConfig for a prompt tool with
+	// result shaping.
+	Tools []PromptTool
+	// RequiredSchema is the argument schema when the prompt runs as a tool
+	// (and of a handoff or subagent whose side A runs it): a JSON Schema
+	// document (JSON text or a map) or SchemaFrom[T](). nil: no arguments.
+	RequiredSchema any
+	// IncludeChat loads the thread's top-level history into requests. When
+	// false (the default, as the reference) a request holds only the system
+	// prompt and messages injected during the current turn.
+	IncludeChat bool
+	// IncludePastTools keeps tool calls and results in requests. When false
+	// (the default) tool messages are dropped and assistant messages lose
+	// their tool calls, those of the current turn included.
+	IncludePastTools bool
+	// ToolChoice is "auto" (default), "none" or "required".
+	ToolChoice string
+	// ParallelToolCalls, when set, is passed to the provider.
+	ParallelToolCalls *bool
+	// Env holds prompt-level default env values (secret, third link of the
+	// env chain).
+	Env map[string]string
+	// Variables the prompt needs; required ones are checked before the
+	// prompt runs as a tool.
+	Variables []Variable
+
+	compiled *schema.Schema // RequiredSchema, compiled at registration
+}
+
+func (p *Prompt) definitionName() string { return p.Name }
+
+// PromptTool is an entry of Prompt.Tools: Use(name) or a *SubpromptConfig.
+type PromptTool interface {
+	promptToolName() string
+}
+
+// Use names a tool, prompt, agent or provider tool ("provider:<name>") in a
+// prompt's Tools.
+func Use(name string) PromptTool { return toolName(name) }
+
+type toolName string
+
+func (t toolName) promptToolName() string { return string(t) }
+
+// SubpromptConfig names a prompt tool and shapes what its call returns
+// (spec section 4). The Include fields default to true; set them through
+// the pointer helpers or leave nil.
+type SubpromptConfig struct {
+	Name                string
+	IncludeTextResponse *bool
+	IncludeToolCalls    *bool
+	IncludeErrors       *bool
+	// InitUserMessageProperty names an argument whose value becomes a user
+	// message for the sub-prompt (strings verbatim, others as JSON).
+	InitUserMessageProperty string
+	// InitAttachmentsProperty names an argument holding one path or an array
+	// of paths (under /attachments/) attached to that message.
+	InitAttachmentsProperty string
+}
+
+func (c *SubpromptConfig) promptToolName() string { return c.Name }
+
+func (c *SubpromptConfig) includeText() bool {
+	return c == nil || c.IncludeTextResponse == nil || *c.IncludeTextResponse
+}
+func (c *SubpromptConfig) includeCalls() bool {
+	return c == nil || c.IncludeToolCalls == nil || *c.IncludeToolCalls
+}
+func (c *SubpromptConfig) includeErrors() bool {
+	return c == nil || c.IncludeErrors == nil || *c.IncludeErrors
+}
+
+// Bool returns a pointer to b, for the optional fields of definitions.
+func Bool(b bool) *bool { return &b }
+
+// StructSchema is a RequiredSchema generated from a Go struct type; make it
+// with SchemaFrom.
+type StructSchema struct{ t reflect.Type }
+
+// SchemaFrom returns the RequiredSchema of the Go struct T (the same
+// generation as Func[T]).
+func SchemaFrom[T any]() StructSchema { return StructSchema{t: reflect.TypeFor[T]()} }
+
+// legacyRelationshipKeys are the keys that configured subagents on prompt
+// tools before relationships moved to agent sides.
+var legacyRelationshipKeys = []string{"resumable", "receives_messages", "blocking", "hidden", "immediate"}
+
+// PromptToolFromMap decodes a prompt tools entry loaded from data (JSON or
+// YAML decoded into a map). It refuses the legacy subagent keys with an
+// error naming them: subagent relationships live on agent sides.
+func PromptToolFromMap(m map[string]any) (PromptTool, error) {
+	var bad []string
+	for _, k := range legacyRelationshipKeys {
+		if _, ok := m[k]; ok {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("toolrun: prompt tool entry %v: %s configure a subagent relationship, which belongs on the agent side's Subagents, not on a prompt tool", m["name"], strings.Join(bad, ", "))
+	}
+	name, _ := m["name"].(string)
+	if name == "" {
+		return nil, fmt.Errorf("toolrun: prompt tool entry without a name")
+	}
+	c := &SubpromptConfig{Name: name}
+	for k, v := range m {
+		switch k {
+		case "name":
+		case "includeTextResponse", "includeToolCalls", "includeErrors":
+			b, ok := v.(bool)
+			if !ok {
+				return nil, fmt.Errorf("toolrun: prompt tool %s: %s must be a boolean", name, k)
+			}
+			switch k {
+			case "includeTextResponse":
+				c.IncludeTextResponse = &b
+			case "includeToolCalls":
+				c.IncludeToolCalls = &b
+			default:
+				c.IncludeErrors = &b
+			}
+		case "initUserMessageProperty", "initAttachmentsProperty":
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("toolrun: prompt tool %s: %s must be a string", name, k)
+			}
+			if k == "initUserMessageProperty" {
+				c.InitUserMessageProperty = s
+			} else {
+				c.InitAttachmentsProperty = s
+			}
+		default:
+			return nil, fmt.Errorf("toolrun: prompt tool %s: unknown key %q", name, k)
+		}
+	}
+	return c, nil
+}
+
+// compileRequiredSchema compiles a RequiredSchema value.
+func compileRequiredSchema(name string, s any) (*schema.Schema, error) {
+	switch v := s.(type) {
+	case nil:
+		return nil, nil
+	case StructSchema:
+		doc, err := schema.ForType(v.t)
+		if err != nil {
+			return nil, err
+		}
+		return schema.Compile(name, doc)
+	case json.RawMessage, []byte, string, map[string]any:
+		return schema.Compile(name, v)
+	}
+	return nil, fmt.Errorf("RequiredSchema must be a JSON Schema document or SchemaFrom[T](), not %T", s)
+}
+
+var placeholderRE = regexp.MustCompile(`\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}`)
+
+// interpolate replaces {{name}} placeholders by argument values.
+func interpolate(text string, args map[string]any) string {
+	if len(args) == 0 || !strings.Contains(text, "{{") {
+		return text
+	}
+	return placeholderRE.ReplaceAllStringFunc(text, func(m string) string {
+		key := placeholderRE.FindStringSubmatch(m)[1]
+		v, ok := args[key]
+		if !ok {
+			return m
+		}
+		if s, ok := v.(string); ok {
+			return s
+		}
+		b, _ := json.Marshal(v)
+		return string(b)
+	})
+}

@@ -1,0 +1,685 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/toolrun/toolrun/internal/partialjson"
+)
+
+// RuntimeOptions configures a Runtime. The zero value (or nil) is valid.
+type RuntimeOptions struct {
+	// Store persists everything; nil means a new MemoryStore.
+	Store Store
+	// Env is the runtime-instance environment (last link of the env chain).
+	Env map[string]EnvValue
+	// Logger receives the runtime's logs; nil discards them.
+	Logger *slog.Logger
+	// Hooks are called around tool calls.
+	Hooks Hooks
+	// CodeRunner runs ThreadState.RunCode; nil means the sandbox.
+	CodeRunner CodeRunner
+	// MaxTotalSteps is the global ceiling of model requests in one
+	// execution (a Send and the turns it starts); 0 means 250, raised to the
+	// largest side MaxSteps when that is bigger.
+	MaxTotalSteps int
+}
+
+// Runtime runs agents on threads: a model answers, its tool calls run
+// through the executor, results go back to the model, sides take turns,
+// prompts run as tools, agents hand off, subagents are created and
+// messaged.
+//
+// A Runtime is safe for concurrent use. Two turns of one thread never run
+// at once: Send on a thread waits for the thread's running turn to end.
+// Turns of different threads run in parallel.
+type Runtime struct {
+	reg      *Registry
+	ex       *Executor
+	store    Store
+	log      *slog.Logger
+	maxTotal int
+	turns    keyedMutex
+	bg       sync.WaitGroup
+}
+
+// NewRuntime returns a runtime over the definitions registered in reg.
+func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
+	if opts == nil {
+		opts = &RuntimeOptions{}
+	}
+	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner})
+	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps}
+	if rt.maxTotal <= 0 {
+		rt.maxTotal = 250
+	}
+	return rt
+}
+
+// Executor returns the runtime's executor (shared store, env and hooks).
+func (rt *Runtime) Executor() *Executor { return rt.ex }
+
+// Store returns the runtime's store.
+func (rt *Runtime) Store() Store { return rt.store }
+
+// Subscribe calls fn with every event of threadID ("" for all threads).
+func (rt *Runtime) Subscribe(threadID string, fn func(Event)) (unsubscribe func()) {
+	return rt.ex.Subscribe(threadID, fn)
+}
+
+// Wait blocks until the background work the runtime started (non-blocking
+// subagents and the parent turns their completions start) has finished.
+func (rt *Runtime) Wait() { rt.bg.Wait() }
+
+// ThreadOptions configures a new thread. The zero value is valid.
+type ThreadOptions struct {
+	// ID is the thread id; "" generates one.
+	ID string
+	// UserID links the thread to a user account (whose env is the fourth
+	// link of the env chain).
+	UserID string
+	// Env is the thread env; values without a Type are secret.
+	Env map[string]EnvValue
+	// ParentID makes the thread a child of another thread.
+	ParentID string
+}
+
+// NewThread creates a thread running agent.
+func (rt *Runtime) NewThread(ctx context.Context, agent string, opts *ThreadOptions) (*Thread, error) {
+	if _, ok := rt.reg.Agent(agent); !ok {
+		return nil, fmt.Errorf("toolrun: new thread: agent %q is not registered", agent)
+	}
+	if opts == nil {
+		opts = &ThreadOptions{}
+	}
+	th := &Thread{ID: opts.ID, AgentID: agent, UserID: opts.UserID, ParentID: opts.ParentID}
+	if th.ID == "" {
+		th.ID = newID("thread")
+	}
+	if err := rt.store.CreateThread(ctx, th); err != nil {
+		return nil, &StoreError{Op: "create thread", Err: err}
+	}
+	for k, v := range opts.Env {
+		if v.Type == "" {
+			v.Type = VarSecret
+		}
+		if err := rt.store.SetEnv(ctx, ScopeThread, th.ID, k, v); err != nil {
+			return nil, &StoreError{Op: "set thread env", Err: err}
+		}
+	}
+	return th, nil
+}
+
+// Stop reasons of a Reply.
+const (
+	StopResponse          = "response"            // the side answered with text (stopOnResponse)
+	StopTool              = "stop_tool"           // the side's StopTool was called
+	StopMaxSideSteps      = "max_side_steps"      // the side reached MaxSteps
+	StopMaxTotalSteps     = "max_total_steps"     // the global step ceiling was reached
+	StopRepeatedToolError = "repeated_tool_error" // the circuit breaker tripped
+	StopSessionStop       = "session_stop"        // the SessionStop tool succeeded
+	StopSessionFail       = "session_fail"        // the SessionFail tool succeeded
+	StopMaxSessionTurns   = "max_session_turns"   // MaxSessionTurns was reached
+	StopStopped           = "stopped"             // a tool called Execution.Stop
+	StopHuman             = "awaiting_human"      // the next side is human
+)
+
+// Reply is the outcome of Send: the turn (or turns) it ran.
+type Reply struct {
+	ThreadID string
+	// Text is the last reply text of the turn (the stop tool's response
+	// property, or the last assistant text).
+	Text string
+	// StopReason says why the run stopped (Stop* constants).
+	StopReason string
+	// SessionEnded reports that the session ended (session tools,
+	// MaxSessionTurns); the next Send starts a new session.
+	SessionEnded bool
+	// Failed reports a session that ended through SessionFail.
+	Failed bool
+	// Messages are the messages stored during this run, in order.
+	Messages []Message
+}
+
+// Send stores text as a user message (from the human side) and runs turns
+// until the thread waits for the human again or the session stops.
+func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, error) {
+	return rt.send(ctx, threadID, &Message{Role: RoleUser, Content: text})
+}
+
+func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
+	unlock := rt.turns.lock(threadID)
+	defer unlock()
+	th, err := rt.store.GetThread(ctx, threadID)
+	if err != nil {
+		return nil, &StoreError{Op: "load thread " + threadID, Err: err}
+	}
+	if !th.TerminatedAt.IsZero() {
+		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, threadID)
+	}
+	startSeq, err := rt.lastSeq(ctx, threadID)
+	if err != nil {
+		return nil, err
+	}
+	if m != nil {
+		if m.Metadata == nil {
+			m.Metadata = map[string]any{}
+		}
+		m.Metadata[metaSide] = "b"
+		if err := rt.store.AppendMessages(ctx, threadID, m); err != nil {
+			return nil, &StoreError{Op: "append user message", Err: err}
+		}
+	}
+	return rt.runSession(ctx, th, "a", startSeq)
+}
+
+const (
+	metaSide    = "side"
+	propTurns   = "session_turns"
+	propArgs    = "arguments"
+	missingText = "Tool result missing from conversation history for prior call %q. Treat this as a failed tool call."
+)
+
+// turnState is what one side turn shares with the batches it runs.
+type turnState struct {
+	rt      *Runtime
+	th      *Thread
+	agent   *Agent
+	side    *Side
+	sideKey string // "a" or "b"
+	prompt  *Prompt
+	model   *Model
+	offered map[string]offer
+	specs   []ToolSpec
+	handoff *handoff
+	total   *int       // model requests of the execution
+	parent  *turnState // the calling turn of a sub-prompt
+}
+
+type offerKind int
+
+const (
+	offerFunc offerKind = iota
+	offerPrompt
+	offerAgent
+	offerProvider
+	offerLifecycle
+)
+
+type offer struct {
+	kind   offerKind
+	config *SubpromptConfig
+}
+
+type handoff struct {
+	agent  string
+	args   map[string]any
+	config *SubpromptConfig
+}
+
+type turnResult struct {
+	stop      string
+	text      string
+	handoff   *handoff
+	ended     bool
+	failed    bool
+	lastModel string
+}
+
+// runSession runs side turns starting with side until a human side is
+// next, the session ends or a guard stops it. The thread's turn lock is held.
+func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64) (*Reply, error) {
+	reply := &Reply{ThreadID: th.ID}
+	total := 0
+	for {
+		agent, ok := rt.reg.Agent(th.AgentID)
+		if !ok {
+			return nil, fmt.Errorf("toolrun: thread %s: agent %q is not registered", th.ID, th.AgentID)
+		}
+		s := &agent.SideA
+		if side == "b" {
+			s = &agent.SideB
+		}
+		if s.Human {
+			reply.StopReason = StopHuman
+			break
+		}
+		res, err := rt.runTurn(ctx, th, agent, s, side, &total)
+		if err != nil {
+			return reply, rt.collect(ctx, reply, startSeq, err)
+		}
+		if res.handoff != nil {
+			if err := rt.applyHandoff(ctx, th, res.handoff); err != nil {
+				return reply, rt.collect(ctx, reply, startSeq, err)
+			}
+			side = "a"
+			continue
+		}
+		reply.Text, reply.StopReason = res.text, res.stop
+		turns := rt.countTurn(ctx, th)
+		if res.ended {
+			reply.SessionEnded, reply.Failed = true, res.failed
+			rt.resetTurns(ctx, th)
+			break
+		}
+		if agent.MaxSessionTurns > 0 && turns >= agent.MaxSessionTurns {
+			reply.SessionEnded, reply.StopReason = true, StopMaxSessionTurns
+			rt.resetTurns(ctx, th)
+			break
+		}
+		if res.stop != StopResponse && res.stop != StopTool {
+			break // a guard stopped the turn: do not hand the turn over
+		}
+		other := &agent.SideB
+		next := "b"
+		if side == "b" {
+			other, next = &agent.SideA, "a"
+		}
+		if other.Human {
+			break
+		}
+		side = next
+	}
+	return reply, rt.collect(ctx, reply, startSeq, nil)
+}
+
+func (rt *Runtime) lastSeq(ctx context.Context, threadID string) (int64, error) {
+	p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: 1, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1})
+	if err != nil {
+		return 0, &StoreError{Op: "list messages", Err: err}
+	}
+	if len(p.Messages) == 0 {
+		return 0, nil
+	}
+	return p.Messages[0].Seq, nil
+}
+
+// collect fills reply.Messages with what was stored after startSeq.
+func (rt *Runtime) collect(ctx context.Context, reply *Reply, startSeq int64, err error) error {
+	p, lerr := rt.store.ListMessages(context.WithoutCancel(ctx), reply.ThreadID, MessageQuery{IncludeSilent: true, MaxDepth: -1})
+	if lerr == nil {
+		for _, m := range p.Messages {
+			if m.Seq > startSeq {
+				reply.Messages = append(reply.Messages, m)
+			}
+		}
+	}
+	return err
+}
+
+func (rt *Runtime) countTurn(ctx context.Context, th *Thread) int {
+	n := 0
+	if v, ok := th.Properties[propTurns].(float64); ok {
+		n = int(v)
+	} else if v, ok := th.Properties[propTurns].(int); ok {
+		n = v
+	}
+	n++
+	if th.Properties == nil {
+		th.Properties = map[string]any{}
+	}
+	th.Properties[propTurns] = n
+	_ = rt.store.UpdateThread(ctx, th)
+	return n
+}
+
+func (rt *Runtime) resetTurns(ctx context.Context, th *Thread) {
+	if th.Properties != nil {
+		delete(th.Properties, propTurns)
+		_ = rt.store.UpdateThread(ctx, th)
+	}
+}
+
+// runTurn runs one side's turn: model requests and tool batches until the
+// side stops.
+func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *int) (turnResult, error) {
+	prompt, ok := rt.reg.Prompt(side.Prompt)
+	if !ok {
+		return turnResult{}, fmt.Errorf("toolrun: agent %s: prompt %q is not registered", agent.Name, side.Prompt)
+	}
+	model, ok := rt.reg.Model(prompt.Model)
+	if !ok {
+		return turnResult{}, fmt.Errorf("toolrun: prompt %s: model %q is not registered", prompt.Name, prompt.Model)
+	}
+	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, total: total}
+	if err := rt.offerTools(ctx, ts); err != nil {
+		return turnResult{}, err
+	}
+	ceiling := rt.maxTotal
+	if side.MaxSteps > ceiling {
+		ceiling = side.MaxSteps
+	}
+	turnStart, err := rt.lastSeq(ctx, th.ID)
+	if err != nil {
+		return turnResult{}, err
+	}
+	exec := &Execution{Side: sideKey}
+	steps := 0
+	lastText := ""
+	for {
+		if side.MaxSteps > 0 && steps >= side.MaxSteps {
+			return turnResult{stop: StopMaxSideSteps, text: lastText}, nil
+		}
+		if *total >= ceiling {
+			return turnResult{stop: StopMaxTotalSteps, text: lastText}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return turnResult{}, err
+		}
+		req, err := rt.buildRequest(ctx, ts, turnStart)
+		if err != nil {
+			return turnResult{}, err
+		}
+		b, err := rt.ex.newBatch(ctx, th.ID, false)
+		if err != nil {
+			return turnResult{}, err
+		}
+		rt.bindBatch(b, ts, exec)
+		*total++
+		text, calls, err := rt.stream(ctx, ts, b, req)
+		if err != nil {
+			return turnResult{}, err
+		}
+		empty := strings.TrimSpace(text) == "" && len(calls) == 0
+		if empty {
+			calls = []ToolCall{{ID: newID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
+		}
+		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Metadata: map[string]any{metaSide: sideKey}}
+		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
+			return turnResult{}, &StoreError{Op: "append assistant message", Err: err}
+		}
+		steps++
+		if strings.TrimSpace(text) != "" {
+			lastText = text
+		}
+		if empty {
+			em := &Message{Role: RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, ToolStatus: StatusError, Prompt: prompt.Name,
+				Content:  "Failed to execute tool: The response was empty: reply with text or call a tool.",
+				Metadata: map[string]any{metaSide: sideKey}}
+			if err := rt.store.AppendMessages(ctx, th.ID, em); err != nil {
+				return turnResult{}, &StoreError{Op: "append tool result", Err: err}
+			}
+			exec.StepCount = steps
+			continue
+		}
+		if len(calls) == 0 {
+			if side.stopOnResponse() {
+				return turnResult{stop: StopResponse, text: text}, nil
+			}
+			exec.StepCount = steps
+			continue
+		}
+		outcomes, err := rt.ex.runBatch(ctx, b, calls)
+		if err != nil {
+			return turnResult{}, err
+		}
+		exec.StepCount = steps
+		res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText)
+		if done {
+			return res, nil
+		}
+		if stop, err := rt.breaker(ctx, ts); err != nil || stop {
+			return turnResult{stop: StopRepeatedToolError, text: lastText}, err
+		}
+	}
+}
+
+// afterBatch applies the stop rules that follow a batch of tool calls.
+func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Outcome, exec *Execution, lastText string) (turnResult, bool) {
+	side := ts.side
+	for _, o := range outcomes {
+		name := o.Call.Name
+		ok := o.Result.Status == StatusSuccess
+		if side.SessionFail != nil && name == side.SessionFail.Name && ok {
+			return turnResult{stop: StopSessionFail, text: o.Message.Content, ended: true, failed: true}, true
+		}
+		if side.SessionStop != nil && name == side.SessionStop.Name && ok {
+			return turnResult{stop: StopSessionStop, text: o.Message.Content, ended: true}, true
+		}
+	}
+	if ts.handoff != nil {
+		return turnResult{handoff: ts.handoff}, true
+	}
+	if side.StopTool != "" {
+		for _, o := range outcomes {
+			if o.Call.Name != side.StopTool {
+				continue
+			}
+			text := lastText
+			if side.StopToolResponseProperty != "" {
+				if v := argValue(o.Call.Arguments, side.StopToolResponseProperty); v != "" {
+					text = v
+				}
+			}
+			return turnResult{stop: StopTool, text: text}, true
+		}
+	}
+	if exec.Stopped() {
+		return turnResult{stop: StopStopped, text: lastText}, true
+	}
+	return turnResult{}, false
+}
+
+// argValue reads a top-level argument as text (strings trimmed, others JSON).
+func argValue(args, key string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return ""
+	}
+	raw, ok := m[key]
+	if !ok {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	return string(raw)
+}
+
+var signatureRE = regexp.MustCompile(`"[^"]*"|'[^']*'|(/[\w.-]+)+|\d+`)
+
+// breaker is the repeated-error circuit breaker: the 8 most recent
+// top-level tool results are all errors with one normalised signature.
+func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
+	const window = 8
+	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{Limit: 4 * window, Order: OrderDesc})
+	if err != nil {
+		return false, &StoreError{Op: "list messages", Err: err}
+	}
+	var sig string
+	n := 0
+	for _, m := range p.Messages {
+		if m.Role != RoleTool {
+			continue
+		}
+		if m.ToolStatus != StatusError {
+			return false, nil
+		}
+		s := signatureRE.ReplaceAllString(strings.TrimPrefix(m.Content, "Failed to execute tool: "), "_")
+		if n == 0 {
+			sig = s
+		} else if s != sig {
+			return false, nil
+		}
+		if n++; n == window {
+			break
+		}
+	}
+	if n < window {
+		return false, nil
+	}
+	msg := &Message{Role: RoleAssistant, Prompt: ts.prompt.Name,
+		Content:  fmt.Sprintf("I stopped because the same tool error repeated %d times in a row: %s", window, strings.TrimPrefix(p.Messages[0].Content, "Failed to execute tool: ")),
+		Metadata: map[string]any{metaSide: ts.sideKey, MetaErrorCode: StopRepeatedToolError}}
+	if err := rt.store.AppendMessages(ctx, ts.th.ID, msg); err != nil {
+		return true, &StoreError{Op: "append assistant message", Err: err}
+	}
+	return true, nil
+}
+
+// bindBatch gives a batch the turn's context: gate, execution, env links,
+// dispatch of non-function tools.
+func (rt *Runtime) bindBatch(b *batch, ts *turnState, exec *Execution) {
+	b.exec = exec
+	b.agentEnv = ts.agent.Env
+	b.promptEnv = ts.prompt.Env
+	b.prompt = ts.prompt.Name
+	b.side = ts.sideKey
+	b.turn = ts
+	b.offered = make(map[string]bool, len(ts.offered))
+	for name := range ts.offered {
+		b.offered[name] = true
+	}
+	b.thread.AgentID = ts.th.AgentID
+}
+
+// stream sends req and collects the response, firing tool_call_started as
+// each call's progress argument completes.
+func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Request) (string, []ToolCall, error) {
+	type pendingCall struct {
+		call    ToolCall
+		args    strings.Builder
+		scan    partialjson.Scanner
+		key     string
+		fired   bool
+		started bool
+	}
+	var text strings.Builder
+	calls := map[int]*pendingCall{}
+	var order []int
+	get := func(i int) *pendingCall {
+		pc := calls[i]
+		if pc == nil {
+			pc = &pendingCall{}
+			calls[i] = pc
+			order = append(order, i)
+		}
+		return pc
+	}
+	fire := func(pc *pendingCall, progress *string) {
+		if pc.fired {
+			return
+		}
+		pc.fired = true
+		b.mu.Lock()
+		if b.started == nil {
+			b.started = map[string]bool{}
+		}
+		b.started[pc.call.ID] = true
+		b.mu.Unlock()
+		rt.ex.emitStarted(ctx, b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()})
+	}
+	finished := false
+	for ch, err := range ts.model.Provider.Stream(ctx, req) {
+		if err != nil {
+			return "", nil, fmt.Errorf("toolrun: model %s: %w", ts.model.Name, err)
+		}
+		switch ch.Type {
+		case ChunkText:
+			text.WriteString(ch.Text)
+		case ChunkToolCallStart:
+			pc := get(ch.Index)
+			pc.call.ID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
+			if pc.call.ID == "" {
+				pc.call.ID = newID("call")
+			}
+			pc.started = true
+			pc.key = rt.progressKey(pc.call.Name)
+			if pc.key == "" {
+				fire(pc, nil)
+			}
+		case ChunkToolCallDelta:
+			pc := get(ch.Index)
+			pc.args.WriteString(ch.ToolCall.Arguments)
+			if pc.key != "" && !pc.fired {
+				pc.scan.Feed(ch.ToolCall.Arguments)
+				if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {
+					fire(pc, &v)
+				}
+			}
+		case ChunkToolCall:
+			pc := get(ch.Index)
+			if ch.ToolCall.ID != "" {
+				pc.call.ID = ch.ToolCall.ID
+			} else if pc.call.ID == "" {
+				pc.call.ID = newID("call")
+			}
+			if ch.ToolCall.Name != "" {
+				pc.call.Name = ch.ToolCall.Name
+			}
+			pc.call.Arguments = ch.ToolCall.Arguments
+		case ChunkProviderTool:
+			if ch.ProviderTool != nil {
+				rt.log.InfoContext(ctx, "toolrun: provider tool", "thread", ts.th.ID, "name", ch.ProviderTool.Name, "id", ch.ProviderTool.ID, "status", ch.ProviderTool.Status)
+			}
+		case ChunkFinish:
+			finished = true
+		}
+	}
+	_ = finished
+	out := make([]ToolCall, 0, len(order))
+	for _, i := range order {
+		pc := calls[i]
+		if pc.call.Name == "" {
+			continue
+		}
+		if pc.call.Arguments == "" {
+			pc.call.Arguments = pc.args.String()
+		}
+		if !pc.fired {
+			var progress *string
+			if pc.key != "" {
+				progress = progressOf(pc.call.Arguments, pc.key)
+			}
+			fire(pc, progress)
+		}
+		out = append(out, pc.call)
+	}
+	return text.String(), out, nil
+}
+
+// progressKey returns the progress argument of a function tool, or "".
+func (rt *Runtime) progressKey(name string) string {
+	if e := rt.reg.lookup(name, ""); e != nil && e.tool != nil {
+		return e.tool.progressArgument
+	}
+	return ""
+}
+
+// applyHandoff switches the thread to the handoff's agent (reference G9).
+func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) error {
+	th.AgentID = h.agent
+	if th.Properties == nil {
+		th.Properties = map[string]any{}
+	}
+	if len(h.args) > 0 {
+		th.Properties[propArgs] = h.args
+	}
+	delete(th.Properties, propTurns)
+	if err := rt.store.UpdateThread(ctx, th); err != nil {
+		return &StoreError{Op: "update thread", Err: err}
+	}
+	if h.config != nil && h.config.InitUserMessageProperty != "" {
+		if v, ok := h.args[h.config.InitUserMessageProperty]; ok {
+			m := &Message{Role: RoleUser, Content: textOf(v), Metadata: map[string]any{metaSide: "b"}}
+			if err := rt.store.AppendMessages(ctx, th.ID, m); err != nil {
+				return &StoreError{Op: "append handoff message", Err: err}
+			}
+		}
+	}
+	return nil
+}
+
+func textOf(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
