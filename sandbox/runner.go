@@ -787,7 +787,8 @@ func goEngine(f func()) {
 
 func init() {
 	if os.Getenv(WorkerEnv) == "1" {
-		os.Exit(serveWorker(os.Stdin, os.Stdout))
+		in, out := pollable(os.Stdin), pollable(os.Stdout)
+		os.Exit(serveWorker(in, out))
 	}
 }
 

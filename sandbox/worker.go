@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -250,7 +251,12 @@ func (s *workerServer) startRun(f *frame) {
 	s.id, s.eng, s.calls = f.ID, eng, map[uint64]func(any, *Error){}
 	s.mu.Unlock()
 	go func() {
-		stop := applyLimits(eng, spec.Memory)
+		stop := applyLimits(eng, spec.Memory, func(o *outcome) {
+			// The code is stuck in a builtin that keeps allocating: report
+			// and let the process go, the parent starts a fresh one.
+			s.send(&frame{T: "done", ID: f.ID, St: o.status, Err: o.err})
+			os.Exit(4)
+		})
 		o := eng.run()
 		stop()
 		s.mu.Lock()
@@ -279,7 +285,9 @@ func heapObjects() int64 {
 // applyLimits caps the worker's memory for one run: a Go memory limit, an
 // RLIMIT_DATA backstop (on unix) and a watchdog that interrupts the engine
 // when the live heap passes the limit. The returned func lifts them.
-func applyLimits(eng *engine, limit int64) (stop func()) {
+// stuck is called when the engine does not return within a grace period
+// after the watchdog interrupted it.
+func applyLimits(eng *engine, limit int64, stuck func(*outcome)) (stop func()) {
 	if limit <= 0 {
 		limit = 256 << 20
 	}
@@ -307,7 +315,13 @@ func applyLimits(eng *engine, limit int64) (stop func()) {
 				}
 				runtime.GC()
 				if heapObjects()-base > limit {
-					eng.interrupt(&outcome{status: StatusMemory, err: memoryError(limit)})
+					o := &outcome{status: StatusMemory, err: memoryError(limit)}
+					eng.interrupt(o)
+					select {
+					case <-quit:
+					case <-time.After(memoryGrace):
+						stuck(o)
+					}
 					return
 				}
 			}
@@ -320,6 +334,10 @@ func applyLimits(eng *engine, limit int64) (stop func()) {
 		debug.SetMemoryLimit(prevML)
 	}
 }
+
+// memoryGrace is how long a run over its memory limit may take to return
+// after being interrupted before its worker gives up.
+const memoryGrace = 500 * time.Millisecond
 
 func memoryError(limit int64) *Error {
 	return &Error{Name: "MemoryLimitExceeded", Message: fmt.Sprintf("Memory limit exceeded: the run used more than its limit of %d bytes", limit)}
