@@ -1,0 +1,931 @@
+// Package sqlite is a durable [toolrun.Store] in one SQLite database file,
+// for a program that runs on one machine.
+//
+// It uses github.com/ncruces/go-sqlite3, a pure-Go (no cgo) build of SQLite,
+// through that library's own entry point (driver.Open), so it does not
+// depend on the name a database/sql driver is registered under.
+//
+//	st, err := sqlite.Open("toolrun.db", nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer st.Close()
+//	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: st})
+//
+// # Durability
+//
+// The database runs in WAL mode. With the default Options.Synchronous
+// (SyncNormal) a write that returned survives a crash of the process (kill
+// -9, panic) but the last commits may be lost if the machine loses power;
+// SyncFull makes every commit survive power loss too, at a few times the
+// cost per write. Every AppendMessages call is one transaction: all its
+// messages are stored or none.
+//
+// # Schema
+//
+// Open and New create or upgrade the schema to [SchemaVersion], recording
+// applied versions in the schema_version table. The one-result-per-tool-call
+// rule is a unique index of the database, so it holds for every process that
+// writes to the file.
+//
+// # Linking another SQLite driver
+//
+// Importing github.com/ncruces/go-sqlite3/driver registers a database/sql
+// driver named "sqlite3", which collides with other SQLite drivers (such as
+// mattn/go-sqlite3) that register the same name. Build with
+//
+//	-ldflags=-X=github.com/ncruces/go-sqlite3/driver.driverName=
+//
+// (or any other name) to skip or rename that registration; this package
+// keeps working because it never opens the database by driver name.
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+	"github.com/ncruces/go-sqlite3/driver"
+
+	"github.com/toolrun/toolrun"
+)
+
+// Synchronous is an SQLite PRAGMA synchronous level.
+type Synchronous string
+
+// The supported synchronous levels.
+const (
+	// SyncNormal (the default) makes commits survive a process crash; in
+	// WAL mode the last commits may be lost on power loss.
+	SyncNormal Synchronous = "NORMAL"
+	// SyncFull also makes every commit survive power loss.
+	SyncFull Synchronous = "FULL"
+)
+
+// Options configure a Store. A nil *Options means defaults.
+type Options struct {
+	// Synchronous is the durability level of commits; "" means SyncNormal.
+	// Open applies it to every connection; New leaves the connections of
+	// the given *sql.DB as they are.
+	Synchronous Synchronous
+	// BusyTimeout is how long a statement waits for a lock held by another
+	// connection or process before failing; 0 means 10 seconds. Open only.
+	BusyTimeout time.Duration
+	// Exclusive keeps the database locked by this Store for as long as it is
+	// open (PRAGMA locking_mode=EXCLUSIVE) and uses one connection. No other
+	// process can then open the file, and reads wait for writes, but every
+	// write skips the shared-memory locking of WAL mode: about twice the
+	// appends per second. Open only.
+	Exclusive bool
+}
+
+// Store is a toolrun.Store in an SQLite database. It is safe for concurrent
+// use; several processes may also open the same file.
+type Store struct {
+	db     *sql.DB
+	owned  bool       // Close closes db
+	wmu    sync.Mutex // serialises this process's write transactions
+	closed sync.Once
+	cerr   error
+	stmts  sync.Map // query text → *sql.Stmt
+}
+
+var _ toolrun.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database file at path, configures
+// WAL mode, the synchronous level and the busy timeout on every connection,
+// and applies schema migrations. The path ":memory:" opens a private
+// in-memory database (one connection, gone on Close). Close the Store when
+// done.
+func Open(path string, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	level := opts.Synchronous
+	if level == "" {
+		level = SyncNormal
+	}
+	if level != SyncNormal && level != SyncFull {
+		return nil, fmt.Errorf("sqlite: unsupported Synchronous %q", level)
+	}
+	busy := opts.BusyTimeout
+	if busy <= 0 {
+		busy = 10 * time.Second
+	}
+	memory := path == "" || path == ":memory:"
+	if memory {
+		path = ":memory:"
+	}
+	db, err := driver.Open(path, func(c *sqlite3.Conn) error {
+		if err := c.BusyTimeout(busy); err != nil {
+			return err
+		}
+		pragmas := "PRAGMA journal_mode=WAL;"
+		if memory {
+			pragmas = ""
+		}
+		if opts.Exclusive {
+			pragmas = "PRAGMA locking_mode=EXCLUSIVE;" + pragmas
+		}
+		return c.Exec(pragmas + "PRAGMA synchronous=" + string(level) + "; PRAGMA foreign_keys=ON;")
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if memory || opts.Exclusive {
+		db.SetMaxOpenConns(1)
+	}
+	s, err := newStore(db, true)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// New returns a Store on an open database, such as one from
+// github.com/ncruces/go-sqlite3/driver.Open, after applying schema
+// migrations. It does not change the connections' settings: configure WAL
+// mode, synchronous and busy timeout yourself. Closing the Store does not
+// close db. opts may be nil; its fields apply to Open only.
+func New(db *sql.DB, opts *Options) (*Store, error) {
+	s, err := newStore(db, false)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	return s, nil
+}
+
+func newStore(db *sql.DB, owned bool) (*Store, error) {
+	ctx := context.Background()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrate schema: %w", err)
+	}
+	return &Store{db: db, owned: owned}, nil
+}
+
+// DB returns the underlying database, for backups and inspection.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database if Open opened it. It may be called more than
+// once.
+func (s *Store) Close() error {
+	s.closed.Do(func() {
+		s.stmts.Range(func(_, st any) bool {
+			st.(*sql.Stmt).Close()
+			return true
+		})
+		if s.owned {
+			s.cerr = s.db.Close()
+		}
+	})
+	return s.cerr
+}
+
+// Every write is one SQL statement, atomic on its own, run without an
+// explicit transaction: BEGIN and COMMIT would cost as much as the write.
+// Writes of this process are serialised by wmu; writers in other processes
+// wait through the busy timeout.
+//
+// Preparing is the costliest step of a small statement, so every query is
+// prepared once and cached (database/sql keeps one prepared copy per
+// connection).
+
+// prepared returns the cached prepared statement of query, or nil when
+// preparing fails (the query then runs unprepared and reports the error).
+func (s *Store) prepared(ctx context.Context, query string) *sql.Stmt {
+	if st, ok := s.stmts.Load(query); ok {
+		return st.(*sql.Stmt)
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt)
+	}
+	return st
+}
+
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := s.prepared(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return s.db.ExecContext(ctx, query, args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.prepared(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, query, args...)
+}
+
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.prepared(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, query, args...)
+}
+
+// write runs fn, one writer of this process at a time. A statement whose
+// snapshot another process's commit made stale (SQLITE_BUSY_SNAPSHOT) has
+// changed nothing and is retried.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	for i := 0; ; i++ {
+		err := fn()
+		if err == nil || i >= 100 || !errors.Is(err, sqlite3.BUSY_SNAPSHOT) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * time.Millisecond):
+		}
+	}
+}
+
+// newID returns a message id: "msg_" and 16 random hex digits, the form
+// the root package uses.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "msg_" + hex.EncodeToString(b[:])
+}
+
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func nullMicros(t time.Time) sql.NullInt64 {
+	if t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+}
+
+// jsonOrNull encodes v, or returns NULL for an empty map or slice.
+func jsonOrNull(v any, empty bool) (sql.NullString, error) {
+	if empty {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return sql.NullString{}, err
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// ---- threads ----
+
+// CreateThread implements toolrun.ThreadStore.
+func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
+	if t.ID == "" {
+		return errors.New("sqlite: create thread: empty id")
+	}
+	created := t.CreatedAt
+	if created.IsZero() {
+		created = now()
+	}
+	props, err := jsonOrNull(t.Properties, t.Properties == nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: create thread %q: properties: %w", t.ID, err)
+	}
+	tags, err := jsonOrNull(t.Tags, t.Tags == nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: create thread %q: tags: %w", t.ID, err)
+	}
+	err = s.write(ctx, func() error {
+		res, err := s.exec(ctx, `INSERT INTO threads (id, agent_id, user_id, parent_id, properties, tags, created_at, terminated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			t.ID, t.AgentID, t.UserID, t.ParentID, props, tags, micros(created), nullMicros(t.TerminatedAt))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return toolrun.ErrThreadExists
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: create thread %q: %w", t.ID, err)
+	}
+	t.CreatedAt = created
+	return nil
+}
+
+// GetThread implements toolrun.ThreadStore.
+func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, error) {
+	var (
+		t           = toolrun.Thread{ID: id}
+		props, tags sql.NullString
+		created     int64
+		terminated  sql.NullInt64
+	)
+	err := s.queryRow(ctx, `SELECT agent_id, user_id, parent_id, properties, tags, created_at, terminated_at
+		FROM threads WHERE id = ?`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &props, &tags, &created, &terminated)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get thread %q: %w", id, err)
+	}
+	t.CreatedAt = fromMicros(created)
+	if terminated.Valid {
+		t.TerminatedAt = fromMicros(terminated.Int64)
+	}
+	if props.Valid {
+		if err := json.Unmarshal([]byte(props.String), &t.Properties); err != nil {
+			return nil, fmt.Errorf("sqlite: get thread %q: properties: %w", id, err)
+		}
+	}
+	if tags.Valid {
+		if err := json.Unmarshal([]byte(tags.String), &t.Tags); err != nil {
+			return nil, fmt.Errorf("sqlite: get thread %q: tags: %w", id, err)
+		}
+	}
+	return &t, nil
+}
+
+// UpdateThread implements toolrun.ThreadStore.
+func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
+	props, err := jsonOrNull(t.Properties, t.Properties == nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: update thread %q: properties: %w", t.ID, err)
+	}
+	tags, err := jsonOrNull(t.Tags, t.Tags == nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: update thread %q: tags: %w", t.ID, err)
+	}
+	err = s.write(ctx, func() error {
+		res, err := s.exec(ctx, `UPDATE threads SET agent_id = ?, user_id = ?, parent_id = ?, properties = ?, tags = ?, terminated_at = ?
+			WHERE id = ?`, t.AgentID, t.UserID, t.ParentID, props, tags, nullMicros(t.TerminatedAt), t.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return toolrun.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: update thread %q: %w", t.ID, err)
+	}
+	return nil
+}
+
+// ---- messages ----
+
+// insertChunk is the most messages one AppendMessages call may carry in one
+// statement; longer appends use an explicit transaction.
+const insertChunk = 100
+
+// AppendMessages implements toolrun.MessageStore. All messages are written
+// by one INSERT statement, so they are stored together or not at all; the
+// statement numbers them after the thread's highest Seq, and the unique
+// index on tool results refuses a duplicate.
+func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
+	// Prepare everything outside the write lock; write back only on success.
+	args := make([]any, 1, 1+8*len(msgs))
+	args[0] = threadID
+	ids := make([]string, len(msgs))
+	created := make([]time.Time, len(msgs))
+	t0 := now()
+	for i, m := range msgs {
+		ids[i], created[i] = m.ID, m.CreatedAt
+		if ids[i] == "" {
+			ids[i] = newID()
+		}
+		if created[i].IsZero() {
+			created[i] = t0
+		}
+		c := *m
+		c.ID, c.ThreadID, c.CreatedAt, c.Seq = ids[i], threadID, created[i], 0
+		body, err := json.Marshal(&c)
+		if err != nil {
+			return fmt.Errorf("sqlite: append to thread %q: encode message %d: %w", threadID, i, err)
+		}
+		args = append(args, i+1, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), body)
+	}
+	var base int64
+	err := s.write(ctx, func() error {
+		var err error
+		if len(msgs) == 0 {
+			var one int
+			err = s.queryRow(ctx, `SELECT 1 FROM threads WHERE id = ?`, threadID).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return toolrun.ErrNotFound
+			}
+			return err
+		}
+		if len(msgs) <= insertChunk {
+			base, err = s.insertMessages(ctx, s.query, len(msgs), args)
+			return err
+		}
+		// Very long appends: one transaction of several statements.
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		q := func(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+			return tx.QueryContext(ctx, query, args...)
+		}
+		for lo := 0; lo < len(msgs); lo += insertChunk {
+			hi := min(lo+insertChunk, len(msgs))
+			chunk := append([]any{threadID}, args[1+8*lo:1+8*hi]...)
+			for i := lo; i < hi; i++ {
+				chunk[1+8*(i-lo)] = i - lo + 1
+			}
+			b, err := s.insertMessages(ctx, q, hi-lo, chunk)
+			if err != nil {
+				return err
+			}
+			if lo == 0 {
+				base = b
+			}
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: append to thread %q: %w", threadID, err)
+	}
+	for i, m := range msgs {
+		m.Seq = base + int64(i) + 1
+		m.ID = ids[i]
+		m.ThreadID = threadID
+		m.CreatedAt = created[i]
+	}
+	return nil
+}
+
+// insertMessages inserts n messages whose values follow the thread id in
+// args (8 per message, the first its 1-based position) and returns the Seq
+// before the first one.
+func (s *Store) insertMessages(ctx context.Context, query func(context.Context, string, ...any) (*sql.Rows, error), n int, args []any) (int64, error) {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, body)
+		SELECT ?1, b.base + v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8
+		FROM (SELECT coalesce((SELECT seq FROM messages WHERE thread_id = ?1 ORDER BY seq DESC LIMIT 1), 0) AS base) AS b, (VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	q.WriteString(`) AS v WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1) RETURNING seq`)
+	rows, err := query(ctx, q.String(), args...)
+	if err != nil {
+		return 0, mapInsertErr(err)
+	}
+	base, got := int64(-1), 0
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		if base < 0 || seq-1 < base {
+			base = seq - 1
+		}
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return 0, mapInsertErr(err)
+	}
+	if err := rows.Close(); err != nil {
+		return 0, mapInsertErr(err)
+	}
+	if got == 0 {
+		return 0, toolrun.ErrNotFound
+	}
+	if got != n {
+		return 0, fmt.Errorf("inserted %d of %d messages", got, n)
+	}
+	return base, nil
+}
+
+func mapInsertErr(err error) error {
+	if errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) {
+		return toolrun.ErrDuplicateToolResult
+	}
+	return err
+}
+
+// scanMessage decodes a message row: seq, id, created_at, body.
+func scanMessage(threadID string, seq int64, id string, created int64, body []byte) (toolrun.Message, error) {
+	var m toolrun.Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, fmt.Errorf("decode message %d: %w", seq, err)
+	}
+	m.ThreadID, m.Seq, m.ID, m.CreatedAt = threadID, seq, id, fromMicros(created)
+	return m, nil
+}
+
+// ListMessages implements toolrun.MessageStore. Total comes from the
+// message_counts table, in the same statement as the page.
+func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
+	filter := ``
+	args := []any{threadID}
+	if !q.IncludeSilent {
+		filter += ` AND silent = 0`
+	}
+	if q.MaxDepth >= 0 {
+		filter += ` AND depth <= ?2`
+		args = append(args, q.MaxDepth)
+	}
+	count := `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = ?1` + filter
+	dir := "DESC"
+	if q.Order == toolrun.OrderAsc {
+		dir = "ASC"
+	}
+	limit := int64(q.Limit)
+	if limit <= 0 {
+		limit = -1
+	}
+	off := max(q.Offset, 0)
+	page, err := s.listPage(ctx, threadID, `SELECT seq, id, created_at, body, (`+count+`) FROM messages
+		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT ? OFFSET ?`, append(args, limit, off))
+	if err == nil && len(page.Messages) == 0 {
+		err = s.queryRow(ctx, count, args...).Scan(&page.Total)
+	}
+	if err != nil {
+		return toolrun.MessagePage{}, fmt.Errorf("sqlite: list messages of thread %q: %w", threadID, err)
+	}
+	page.HasMore = off+len(page.Messages) < page.Total
+	if q.Order == toolrun.OrderDefault {
+		slices.Reverse(page.Messages)
+	}
+	return page, nil
+}
+
+func (s *Store) listPage(ctx context.Context, threadID, query string, args []any) (toolrun.MessagePage, error) {
+	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return page, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			seq, created int64
+			id           string
+			body         []byte
+		)
+		if err := rows.Scan(&seq, &id, &created, &body, &page.Total); err != nil {
+			return page, err
+		}
+		m, err := scanMessage(threadID, seq, id, created, body)
+		if err != nil {
+			return page, err
+		}
+		page.Messages = append(page.Messages, m)
+	}
+	return page, rows.Err()
+}
+
+// ToolResult implements toolrun.MessageStore.
+func (s *Store) ToolResult(ctx context.Context, threadID, toolCallID string) (*toolrun.Message, error) {
+	var (
+		seq, created int64
+		id           string
+		body         []byte
+	)
+	err := s.queryRow(ctx, `SELECT seq, id, created_at, body FROM messages
+		WHERE thread_id = ? AND tool_call_id = ? AND role = 'tool' AND tool_call_id <> ''`, threadID, toolCallID).
+		Scan(&seq, &id, &created, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: tool result %q of thread %q: %w", toolCallID, threadID, err)
+	}
+	m, err := scanMessage(threadID, seq, id, created, body)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: tool result %q of thread %q: %w", toolCallID, threadID, err)
+	}
+	return &m, nil
+}
+
+// ---- values ----
+
+// GetValue implements toolrun.ValueStore.
+func (s *Store) GetValue(ctx context.Context, threadID, key string) (json.RawMessage, error) {
+	var v []byte
+	err := s.queryRow(ctx, `SELECT value FROM thread_values WHERE thread_id = ? AND key = ?`, threadID, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get value %q of thread %q: %w", key, threadID, err)
+	}
+	return json.RawMessage(v), nil
+}
+
+// SetValue implements toolrun.ValueStore.
+func (s *Store) SetValue(ctx context.Context, threadID, key string, value json.RawMessage) error {
+	var err error
+	if isJSONNull(value) {
+		err = s.write(ctx, func() error {
+			_, err := s.exec(ctx, `DELETE FROM thread_values WHERE thread_id = ? AND key = ?`, threadID, key)
+			return err
+		})
+	} else if !json.Valid(value) {
+		err = errors.New("not valid JSON")
+	} else {
+		err = s.write(ctx, func() error {
+			_, err := s.exec(ctx, `INSERT INTO thread_values (thread_id, key, value) VALUES (?, ?, ?)
+				ON CONFLICT (thread_id, key) DO UPDATE SET value = excluded.value`, threadID, key, string(value))
+			return err
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: set value %q of thread %q: %w", key, threadID, err)
+	}
+	return nil
+}
+
+func isJSONNull(v json.RawMessage) bool {
+	return len(v) == 0 || strings.TrimSpace(string(v)) == "null"
+}
+
+// ---- env ----
+
+// GetEnv implements toolrun.EnvStore.
+func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
+	var v toolrun.EnvValue
+	err := s.queryRow(ctx, `SELECT value, type FROM env WHERE scope = ? AND owner_id = ? AND name = ?`,
+		string(scope), ownerID, name).Scan(&v.Value, &v.Type)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return toolrun.EnvValue{}, fmt.Errorf("sqlite: get env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	return v, nil
+}
+
+// SetEnv implements toolrun.EnvStore.
+func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
+	err := s.write(ctx, func() error {
+		_, err := s.exec(ctx, `INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = excluded.value, type = excluded.type`,
+			string(scope), ownerID, name, v.Value, string(v.Type))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: set env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	return nil
+}
+
+// DeleteEnv implements toolrun.EnvStore.
+func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) error {
+	err := s.write(ctx, func() error {
+		_, err := s.exec(ctx, `DELETE FROM env WHERE scope = ? AND owner_id = ? AND name = ?`, string(scope), ownerID, name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	return nil
+}
+
+// ListEnv implements toolrun.EnvStore.
+func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
+	rows, err := s.query(ctx, `SELECT name, value, type FROM env WHERE scope = ? AND owner_id = ?`, string(scope), ownerID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)
+	}
+	defer rows.Close()
+	out := map[string]toolrun.EnvValue{}
+	for rows.Next() {
+		var name string
+		var v toolrun.EnvValue
+		if err := rows.Scan(&name, &v.Value, &v.Type); err != nil {
+			return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)
+		}
+		out[name] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)
+	}
+	return out, nil
+}
+
+// ---- files ----
+
+// WriteFile implements toolrun.FileStore.
+func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: now()}
+	err := s.write(ctx, func() error {
+		var created int64
+		err := s.queryRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = excluded.mime_type, size = excluded.size,
+				updated_at = excluded.updated_at, data = excluded.data
+			RETURNING created_at`,
+			threadID, path, mimeType, info.Size, micros(info.UpdatedAt), micros(info.UpdatedAt), data).Scan(&created)
+		info.CreatedAt = fromMicros(created)
+		return err
+	})
+	if err != nil {
+		return toolrun.FileInfo{}, fmt.Errorf("sqlite: write file %q of thread %q: %w", path, threadID, err)
+	}
+	return info, nil
+}
+
+// ReadFile implements toolrun.FileStore.
+func (s *Store) ReadFile(ctx context.Context, threadID, path string) ([]byte, toolrun.FileInfo, error) {
+	info := toolrun.FileInfo{Path: path}
+	var created, updated int64
+	var data []byte
+	err := s.queryRow(ctx, `SELECT mime_type, size, created_at, updated_at, data FROM files WHERE thread_id = ? AND path = ?`,
+		threadID, path).Scan(&info.MimeType, &info.Size, &created, &updated, &data)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, toolrun.FileInfo{}, fmt.Errorf("sqlite: read file %q of thread %q: %w", path, threadID, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	info.CreatedAt, info.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return data, info, nil
+}
+
+// StatFile implements toolrun.FileStore.
+func (s *Store) StatFile(ctx context.Context, threadID, path string) (toolrun.FileInfo, error) {
+	info := toolrun.FileInfo{Path: path}
+	var created, updated int64
+	err := s.queryRow(ctx, `SELECT mime_type, size, created_at, updated_at FROM files WHERE thread_id = ? AND path = ?`,
+		threadID, path).Scan(&info.MimeType, &info.Size, &created, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return toolrun.FileInfo{}, fmt.Errorf("sqlite: stat file %q of thread %q: %w", path, threadID, err)
+	}
+	info.CreatedAt, info.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return info, nil
+}
+
+// dirRange returns the half-open path range [lo, hi) of the files strictly
+// below dir: every path that starts with dir + "/" sorts at or after
+// dir + "/" and before dir + "0" ('0' follows '/' in byte order).
+func dirRange(dir string) (self, lo, hi string, all bool) {
+	d := strings.TrimSuffix(dir, "/")
+	if d == "" {
+		return "", "", "", true
+	}
+	return d, d + "/", d + "0", false
+}
+
+// ListFiles implements toolrun.FileStore.
+func (s *Store) ListFiles(ctx context.Context, threadID, dir string) ([]toolrun.FileInfo, error) {
+	q := `SELECT path, mime_type, size, created_at, updated_at FROM files WHERE thread_id = ?`
+	args := []any{threadID}
+	if self, lo, hi, all := dirRange(dir); !all {
+		q += ` AND (path = ? OR (path >= ? AND path < ?))`
+		args = append(args, self, lo, hi)
+	}
+	rows, err := s.query(ctx, q+` ORDER BY path`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list files %q of thread %q: %w", dir, threadID, err)
+	}
+	defer rows.Close()
+	out := []toolrun.FileInfo{}
+	for rows.Next() {
+		var f toolrun.FileInfo
+		var created, updated int64
+		if err := rows.Scan(&f.Path, &f.MimeType, &f.Size, &created, &updated); err != nil {
+			return nil, fmt.Errorf("sqlite: list files %q of thread %q: %w", dir, threadID, err)
+		}
+		f.CreatedAt, f.UpdatedAt = fromMicros(created), fromMicros(updated)
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list files %q of thread %q: %w", dir, threadID, err)
+	}
+	return out, nil
+}
+
+// DeleteFile implements toolrun.FileStore.
+func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
+	err := s.write(ctx, func() error {
+		res, err := s.exec(ctx, `DELETE FROM files WHERE thread_id = ? AND path = ?`, threadID, path)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return toolrun.ErrNotFound
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: delete file %q of thread %q: %w", path, threadID, err)
+	}
+	return nil
+}
+
+// ---- children ----
+
+// PutChild implements toolrun.ChildStore.
+func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
+	t := now()
+	created := e.CreatedAt
+	if created.IsZero() {
+		created = t
+	}
+	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
+	body, err := json.Marshal(&e)
+	if err != nil {
+		return fmt.Errorf("sqlite: put child %q of %q: %w", e.Reference, e.ParentID, err)
+	}
+	err = s.write(ctx, func() error {
+		_, err := s.exec(ctx, `INSERT INTO children (parent_id, reference, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (parent_id, reference) DO UPDATE SET updated_at = excluded.updated_at, body = excluded.body`,
+			e.ParentID, e.Reference, micros(created), micros(t), string(body))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: put child %q of %q: %w", e.Reference, e.ParentID, err)
+	}
+	return nil
+}
+
+func scanChild(created, updated int64, body []byte) (toolrun.ChildEntry, error) {
+	var e toolrun.ChildEntry
+	if err := json.Unmarshal(body, &e); err != nil {
+		return e, err
+	}
+	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)
+	return e, nil
+}
+
+// Child implements toolrun.ChildStore.
+func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.ChildEntry, error) {
+	var created, updated int64
+	var body []byte
+	err := s.queryRow(ctx, `SELECT created_at, updated_at, body FROM children WHERE parent_id = ? AND reference = ?`,
+		parentID, reference).Scan(&created, &updated, &body)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	var e toolrun.ChildEntry
+	if err == nil {
+		e, err = scanChild(created, updated, body)
+	}
+	if err != nil {
+		return toolrun.ChildEntry{}, fmt.Errorf("sqlite: child %q of %q: %w", reference, parentID, err)
+	}
+	return e, nil
+}
+
+// Children implements toolrun.ChildStore.
+func (s *Store) Children(ctx context.Context, parentID string) ([]toolrun.ChildEntry, error) {
+	rows, err := s.query(ctx, `SELECT created_at, updated_at, body FROM children WHERE parent_id = ? ORDER BY ord`, parentID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
+	}
+	defer rows.Close()
+	out := []toolrun.ChildEntry{}
+	for rows.Next() {
+		var created, updated int64
+		var body []byte
+		if err := rows.Scan(&created, &updated, &body); err != nil {
+			return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
+		}
+		e, err := scanChild(created, updated, body)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,227 @@
+package sqlite_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ncruces/go-sqlite3/driver"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/sqlite"
+	"github.com/toolrun/toolrun/store/storetest"
+)
+
+// paths remembers the file of each store opened by a test, for Reopen.
+var paths sync.Map // *sqlite.Store → string
+
+func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "toolrun.db")
+	st, err := sqlite.Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	paths.Store(st, path)
+	return st
+}
+
+func reopen(old toolrun.Store) (toolrun.Store, error) {
+	p, _ := paths.Load(old.(*sqlite.Store))
+	if err := old.(*sqlite.Store).Close(); err != nil {
+		return nil, err
+	}
+	st, err := sqlite.Open(p.(string), nil)
+	if err != nil {
+		return nil, err
+	}
+	paths.Store(st, p)
+	return st, nil
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) toolrun.Store { return openTemp(t, nil) }, &storetest.Options{Reopen: reopen})
+}
+
+func TestConformanceSyncFull(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) toolrun.Store { return openTemp(t, &sqlite.Options{Synchronous: sqlite.SyncFull}) }, &storetest.Options{Reopen: reopen})
+}
+
+func TestConformanceExclusive(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) toolrun.Store { return openTemp(t, &sqlite.Options{Exclusive: true}) }, &storetest.Options{Reopen: reopen})
+}
+
+func TestConformanceInMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) toolrun.Store {
+		st, err := sqlite.Open(":memory:", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}, nil)
+}
+
+func TestPragmas(t *testing.T) {
+	for _, tt := range []struct {
+		opts *sqlite.Options
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{{nil, 1}, {&sqlite.Options{Synchronous: sqlite.SyncFull}, 2}} {
+		st := openTemp(t, tt.opts)
+		var mode string
+		var level int
+		// Use one connection so both pragmas read the same session.
+		conn, err := st.DB().Conn(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRowContext(t.Context(), `PRAGMA journal_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&level); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		if mode != "wal" || level != tt.want {
+			t.Errorf("opts %+v: journal_mode %q synchronous %d; want wal, %d", tt.opts, mode, level, tt.want)
+		}
+	}
+	if _, err := sqlite.Open(filepath.Join(t.TempDir(), "x.db"), &sqlite.Options{Synchronous: "OFF"}); err == nil {
+		t.Error("Open accepted Synchronous OFF")
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.db")
+	st, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v, n int
+	if err := st.DB().QueryRow(`SELECT max(version), count(*) FROM schema_version`).Scan(&v, &n); err != nil {
+		t.Fatal(err)
+	}
+	if v != sqlite.SchemaVersion || n != sqlite.SchemaVersion {
+		t.Errorf("schema_version max %d count %d; want %d", v, n, sqlite.SchemaVersion)
+	}
+	st.Close()
+	// Opening again applies nothing twice.
+	st, err = sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	if err := st.DB().QueryRow(`SELECT count(*) FROM schema_version`).Scan(&n); err != nil || n != sqlite.SchemaVersion {
+		t.Errorf("after reopen schema_version has %d rows (%v)", n, err)
+	}
+	// A database from a newer build is refused with a clear error.
+	if _, err := st.DB().Exec(`INSERT INTO schema_version (version, applied_at) VALUES (?, 0)`, sqlite.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	_, err = sqlite.Open(path, nil)
+	if err == nil || !strings.Contains(err.Error(), "newer than this build supports") {
+		t.Errorf("Open of a newer schema: %v", err)
+	}
+}
+
+// The unique tool-result rule is the database's: even a raw insert that
+// bypasses the Store is refused.
+func TestToolResultIndex(t *testing.T) {
+	st := openTemp(t, nil)
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.DB().Exec(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, created_at, body) VALUES ('t', 99, 'm', 'tool', 'c1', 0, '{}')`)
+	if err == nil {
+		t.Fatal("a raw duplicate tool result was accepted by the database")
+	}
+}
+
+// Two Store values on one file (as two processes would be) share Seq
+// assignment safely and see each other's writes.
+func TestTwoStoresOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	var stores [2]*sqlite.Store
+	for i := range stores {
+		st, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		stores[i] = st
+	}
+	ctx := t.Context()
+	if err := stores[0].CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Go(func() {
+			for j := range 50 {
+				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: "x"}
+				if err := st.AppendMessages(ctx, "t", m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p, err := stores[1].ListMessages(ctx, "t", toolrun.MessageQuery{Order: toolrun.OrderAsc, MaxDepth: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Messages) != 100 {
+		t.Fatalf("listed %d messages, want 100", len(p.Messages))
+	}
+	for i := 1; i < len(p.Messages); i++ {
+		if p.Messages[i].Seq <= p.Messages[i-1].Seq {
+			t.Fatalf("Seq %d follows %d", p.Messages[i].Seq, p.Messages[i-1].Seq)
+		}
+	}
+	// The duplicate rule spans both stores.
+	err = stores[0].AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1-7"})
+	if !errors.Is(err, toolrun.ErrDuplicateToolResult) {
+		t.Errorf("duplicate through the other store: %v", err)
+	}
+}
+
+// New works on a caller's *sql.DB and leaves it open on Close.
+func TestNewOnExistingDB(t *testing.T) {
+	db, err := driver.Open(filepath.Join(t.TempDir(), "own.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := sqlite.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateThread(t.Context(), &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := db.Ping(); err != nil {
+		t.Errorf("Close closed the caller's database: %v", err)
+	}
+}
+
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTemp(b, nil) })
+}
+
+func BenchmarkStoreExclusive(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTemp(b, &sqlite.Options{Exclusive: true}) })
+}
+
+func BenchmarkStoreSyncFull(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTemp(b, &sqlite.Options{Synchronous: sqlite.SyncFull}) })
+}
