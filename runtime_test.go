@@ -269,3 +269,7 @@ func TestMaxSessionTurns(t *testing.T) {
 	assert.True(t, r2.SessionEnded)
 	assert.Equal(t, toolrun.StopMaxSessionTurns, r2.StopReason)
 }
+
+func newTextLogger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, nil))
+}

@@ -1,13 +1,594 @@
 package toolrun
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Child registry statuses.
+const (
+	ChildRunning       = "running"
+	ChildIdle          = "idle"
+	ChildFailed        = "failed"
+	ChildAwaitingHuman = "awaiting_human"
+	ChildTerminated    = "terminated"
+)
 
 // offerLifecycle adds the subagent lifecycle tools a side may use (reference H1).
 func (rt *Runtime) offerLifecycle(ctx context.Context, ts *turnState) error {
+	if ts.parent != nil {
+		return nil // sub-prompts get no lifecycle tools
+	}
+	rels := ts.side.Subagents
+	children, err := rt.store.Children(ctx, ts.th.ID)
+	if err != nil {
+		return &StoreError{Op: "list children", Err: err}
+	}
+	var visible []SubagentRelationship
+	for _, r := range rels {
+		if !r.Hidden {
+			visible = append(visible, r)
+		}
+	}
+	if len(visible) > 0 {
+		ts.add(ToolSubagentCreate, offer{kind: offerLifecycle}, rt.createSpec(visible))
+	}
+	if len(rels) > 0 || len(children) > 0 {
+		ts.add(ToolSubagents, offer{kind: offerLifecycle}, ToolSpec{Name: ToolSubagents,
+			Description: "List the subagent instances of this thread with their status.",
+			Parameters:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)})
+	}
+	live := false
+	for _, c := range children {
+		if c.Status != ChildTerminated {
+			live = true
+		}
+	}
+	if live {
+		ts.add(ToolSubagentMessage, offer{kind: offerLifecycle}, ToolSpec{Name: ToolSubagentMessage,
+			Description: "Send a message to an existing subagent instance; it starts a new session with its history intact.",
+			Parameters: json.RawMessage(`{"type":"object","properties":{` +
+				`"referenceId":{"type":"string","description":"The subagent's reference"},` +
+				`"message":{"type":"string"},` +
+				`"attachments":{"type":"array","items":{"type":"string"},"description":"Attachment paths; [] when none"}},` +
+				`"required":["referenceId","message","attachments"],"additionalProperties":false}`)})
+	}
 	return nil
+}
+
+func (rt *Runtime) createSpec(rels []SubagentRelationship) ToolSpec {
+	names := make([]any, len(rels))
+	var desc strings.Builder
+	desc.WriteString("Create a subagent instance. Available subagents:")
+	var argSchemas []any
+	for i, r := range rels {
+		names[i] = r.name()
+		mode := "non-blocking: runs in the background and reports back"
+		if r.Blocking {
+			mode = "blocking: waits for the subagent's result"
+		}
+		fmt.Fprintf(&desc, "\n- %s (%s", r.name(), mode)
+		if r.MaxInstances > 0 {
+			fmt.Fprintf(&desc, "; at most %d instance(s)", r.MaxInstances)
+		}
+		desc.WriteString(")")
+		if r.Description != "" {
+			desc.WriteString(": " + r.Description)
+		}
+		if a, ok := rt.reg.Agent(r.Agent); ok {
+			if p, ok := rt.reg.Prompt(a.SideA.Prompt); ok && p.compiled != nil {
+				argSchemas = append(argSchemas, p.compiled.Doc())
+				fmt.Fprintf(&desc, " Arguments: %s.", p.compiled.JSON())
+			}
+		}
+	}
+	args := map[string]any{"type": "object", "description": "Initial arguments of the subagent"}
+	if len(argSchemas) == 1 {
+		args = argSchemas[0].(map[string]any)
+	} else if len(argSchemas) > 1 {
+		args = map[string]any{"anyOf": argSchemas}
+	}
+	params := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"agent":       map[string]any{"type": "string", "enum": names, "description": "The subagent relationship to create"},
+			"message":     map[string]any{"type": "string", "description": "The first message to the subagent"},
+			"attachments": map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": "Attachment paths to copy to the subagent; [] when none"},
+			"name":        map[string]any{"type": "string", "description": "A name for this instance"},
+			"arguments":   args,
+		},
+		"required":             []any{"agent", "message", "attachments", "name"},
+		"additionalProperties": false,
+	}
+	b, _ := json.Marshal(params)
+	return ToolSpec{Name: ToolSubagentCreate, Description: desc.String(), Parameters: b}
 }
 
 // lifecycle runs subagents, subagent_create and subagent_message.
 func (rt *Runtime) lifecycle(ctx context.Context, ts *turnState, b *batch, name, args string) Result {
-	return Errorf("Tool not found: %s", name)
+	var m map[string]any
+	_ = json.Unmarshal([]byte(args), &m) // invalid JSON is treated as {} (reference H3)
+	if m == nil {
+		m = map[string]any{}
+	}
+	switch name {
+	case ToolSubagents:
+		return rt.listSubagents(ctx, ts)
+	case ToolSubagentCreate:
+		return rt.createSubagent(ctx, ts, b, m)
+	default:
+		return rt.messageSubagent(ctx, ts, b, m)
+	}
+}
+
+func (rt *Runtime) listSubagents(ctx context.Context, ts *turnState) Result {
+	children, err := rt.store.Children(ctx, ts.th.ID)
+	if err != nil {
+		return Errorf("listing subagents: %v", err)
+	}
+	var lines []string
+	for _, c := range children {
+		if c.Hidden {
+			continue
+		}
+		label := c.Relationship
+		if label == "" {
+			label = c.Agent
+		}
+		line := fmt.Sprintf("- %s: %s — %s", c.Reference, label, c.Status)
+		if c.Description != "" {
+			line += " (" + c.Description + ")"
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) == 0 {
+		return Text("No active subagent instances.")
+	}
+	return Text("Active subagent instances:\n" + strings.Join(lines, "\n") + "\nUse subagent_message with a reference to message an instance.")
+}
+
+func str(m map[string]any, k string) (string, bool) {
+	s, ok := m[k].(string)
+	return s, ok
+}
+
+func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) Result {
+	relName, _ := str(m, "agent")
+	if strings.TrimSpace(relName) == "" {
+		return Errorf("subagent_create requires agent.")
+	}
+	initArgs, hasArgs := m["arguments"]
+	argMap, isObj := initArgs.(map[string]any)
+	if hasArgs && initArgs != nil && !isObj {
+		return Errorf("subagent_create arguments must be an object when provided.")
+	}
+	message, _ := str(m, "message")
+	if strings.TrimSpace(message) == "" {
+		return Errorf("subagent_create requires message.")
+	}
+	attachments, ok := m["attachments"].([]any)
+	if !ok {
+		return Errorf("subagent_create requires attachments (use [] when none).")
+	}
+	nameVal, hasName := m["name"]
+	instName, isStr := nameVal.(string)
+	if hasName && !isStr {
+		return Errorf("subagent_create name must be a string when provided.")
+	}
+	if strings.TrimSpace(instName) == "" {
+		return Errorf("subagent_create requires name.")
+	}
+	root := ts.rootTurn()
+	rel := root.relationship(relName, false)
+	if rel == nil {
+		names := make([]string, 0, len(root.side.Subagents))
+		for _, r := range root.side.Subagents {
+			names = append(names, r.name())
+		}
+		list := "(none)"
+		if len(names) > 0 {
+			list = strings.Join(names, ", ")
+		}
+		return Errorf("Subagent %q is not available for this prompt. Use one of: %s.", relName, list)
+	}
+	child, ok := rt.reg.Agent(rel.Agent)
+	if !ok || !child.ExposeAsTool {
+		return Errorf("Subagent relationship %q is not declared on this agent.", relName)
+	}
+	// Arguments against the child's side-A requiredSchema (reference H9).
+	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
+		var v any = map[string]any{}
+		if argMap != nil {
+			v = argMap
+		}
+		if issues := p.compiled.Validate(roundTrip(v)); len(issues) > 0 {
+			parts := make([]string, len(issues))
+			paths := make([]any, len(issues))
+			for i, is := range issues {
+				parts[i] = is.Path + ": " + is.Message
+				paths[i] = is.Path
+			}
+			return Result{Status: StatusError, Error: fmt.Sprintf("subagent_create arguments for %q failed validation: %s", rel.Agent, strings.Join(parts, "; ")),
+				ErrorCode: "subagent_arguments_required", ErrorData: map[string]any{"agent": rel.Agent, "required": paths}}
+		}
+	}
+	children, err := rt.store.Children(ctx, ts.th.ID)
+	if err != nil {
+		return Errorf("listing subagents: %v", err)
+	}
+	if rel.MaxInstances > 0 {
+		var live []string
+		for _, c := range children {
+			if c.Relationship == rel.name() && c.Status != ChildTerminated {
+				live = append(live, c.Reference)
+			}
+		}
+		if len(live) >= rel.MaxInstances {
+			if rel.Blocking && rel.MaxInstances == 1 && len(live) == 1 {
+				return rt.continueBlocking(ctx, ts, b, rel, live[0], message, attachments)
+			}
+			return Errorf("Subagent instance limit reached for %q (%d). Use subagent_message with an existing reference instead. Active references: %s.", rel.name(), rel.MaxInstances, strings.Join(live, ", "))
+		}
+	}
+	env, missing, err := rt.childEnv(ctx, ts, b, rel, child)
+	if err != nil {
+		return Errorf("%v", err)
+	}
+	if len(missing) > 0 {
+		return Result{Status: StatusError,
+			Error:     fmt.Sprintf("Subagent %q requires scoped environment variables before it can be created. Provide %s through the relationship's ScopedEnv or the parent thread's env.", rel.name(), strings.Join(missing, ", ")),
+			ErrorCode: "subagent_env_required", ErrorData: map[string]any{"required": toAnySlice(missing), "missing": toAnySlice(missing), "agent": rel.Agent}}
+	}
+
+	th := &Thread{ID: newID("thread"), AgentID: rel.Agent, ParentID: ts.th.ID, Tags: []string{"name:" + tagName(instName)}}
+	if len(argMap) > 0 {
+		th.Properties = map[string]any{propArgs: argMap}
+	}
+	if err := rt.store.CreateThread(ctx, th); err != nil {
+		return Errorf("creating the subagent thread: %v", err)
+	}
+	for k, v := range env {
+		if err := rt.store.SetEnv(ctx, ScopeThread, th.ID, k, v); err != nil {
+			return Errorf("setting the subagent env: %v", err)
+		}
+	}
+	var initial []*Message
+	if len(argMap) > 0 {
+		js, _ := json.MarshalIndent(argMap, "", "  ")
+		initial = append(initial, &Message{Role: RoleSystem, Silent: true, Content: "Initial arguments:\n" + string(js)})
+	}
+	for _, ref := range rt.copyAttachments(ctx, ts.th.ID, th.ID, pathsOf(attachments)) {
+		initial = append(initial, &Message{Role: RoleUser, Silent: true, Content: "Initial asset attachment path: " + ref.Path, Metadata: map[string]any{metaSide: "b"}})
+	}
+	initial = append(initial, &Message{Role: RoleUser, Content: message, Metadata: map[string]any{metaSide: "b"}})
+	if err := rt.store.AppendMessages(ctx, th.ID, initial...); err != nil {
+		return Errorf("storing the subagent's first messages: %v", err)
+	}
+	entry := ChildEntry{ParentID: ts.th.ID, Reference: th.ID, Relationship: rel.name(), Owner: root.sideKey, Agent: rel.Agent,
+		Name: instName, Description: rel.Description, Blocking: rel.Blocking, Hidden: rel.Hidden,
+		ParentCommunication: rel.ParentCommunication, Status: ChildRunning, InitialArguments: argMap}
+	if err := rt.store.PutChild(ctx, entry); err != nil {
+		return Errorf("registering the subagent: %v", err)
+	}
+	if rel.Blocking {
+		return rt.runBlocking(ctx, ts, entry)
+	}
+	rt.runBackground(ctx, entry)
+	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}
+}
+
+// roundTrip turns a Go value into the generic JSON form validators expect.
+func roundTrip(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+var spaceRE = regexp.MustCompile(`\s+`)
+
+func tagName(s string) string {
+	s = strings.TrimSpace(spaceRE.ReplaceAllString(s, " "))
+	if len(s) > 120 {
+		s = s[:120]
+	}
+	return s
+}
+
+func pathsOf(v []any) []string { return attachmentPaths(any(v)) }
+
+// scopedNames are the scoped variables of an agent's graph: its side
+// prompts and the function tools they offer (reference D7, simplified to
+// one level of tools).
+func (rt *Runtime) scopedVars(a *Agent) []Variable {
+	var out []Variable
+	seen := map[string]bool{}
+	add := func(vs []Variable) {
+		for _, v := range vs {
+			if v.Scoped && !seen[v.Name] {
+				seen[v.Name] = true
+				out = append(out, v)
+			}
+		}
+	}
+	for _, s := range []Side{a.SideA, a.SideB} {
+		p, ok := rt.reg.Prompt(s.Prompt)
+		if !ok {
+			continue
+		}
+		add(p.Variables)
+		for _, t := range p.Tools {
+			if e := rt.reg.lookup(t.promptToolName(), ""); e != nil && e.tool != nil {
+				add(e.tool.variables)
+			}
+		}
+	}
+	return out
+}
+
+// childEnv computes a new child's thread env: the parent's env minus the
+// child's scoped names, plus the relationship's ScopedEnv copies. It also
+// returns the required scoped variables nothing provides.
+func (rt *Runtime) childEnv(ctx context.Context, ts *turnState, b *batch, rel *SubagentRelationship, child *Agent) (map[string]EnvValue, []string, error) {
+	parentEnv, err := rt.store.ListEnv(ctx, ScopeThread, ts.th.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	scoped := rt.scopedVars(child)
+	isScoped := map[string]bool{}
+	for _, v := range scoped {
+		isScoped[v.Name] = true
+	}
+	env := map[string]EnvValue{}
+	for k, v := range parentEnv {
+		if !isScoped[k] {
+			env[k] = v
+		}
+	}
+	for _, k := range rel.ScopedEnv {
+		if v, ok := parentEnv[k]; ok {
+			env[k] = v
+		}
+	}
+	var missing []string
+	for _, v := range scoped {
+		if !v.Required {
+			continue
+		}
+		if _, ok := env[v.Name]; ok {
+			continue
+		}
+		if _, ok := child.Env[v.Name]; ok {
+			continue
+		}
+		if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok {
+			if _, ok := p.Env[v.Name]; ok {
+				continue
+			}
+		}
+		if _, ok := rt.ex.env[v.Name]; ok {
+			continue
+		}
+		missing = append(missing, v.Name)
+	}
+	sort.Strings(missing)
+	return env, missing, nil
+}
+
+// copyAttachments copies thread files into another thread under
+// receiver-local paths (reference M3) and returns the new refs.
+func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, paths []string) []AttachmentRef {
+	var out []AttachmentRef
+	for _, p := range paths {
+		data, info, err := rt.store.ReadFile(ctx, from, CleanPath(p))
+		if err != nil {
+			continue
+		}
+		base := path.Base(p)
+		ext := path.Ext(base)
+		stem := strings.Trim(unsafeRE.ReplaceAllString(strings.TrimSuffix(base, ext), "-"), "-")
+		if stem == "" {
+			stem = "asset"
+		}
+		if len(stem) > 64 {
+			stem = stem[:64]
+		}
+		if ext == "" {
+			ext = "." + attachmentExt(Attachment{MimeType: info.MimeType})
+		}
+		dst := "/attachments/" + stem + "-" + randomHex(4) + ext
+		ni, err := rt.store.WriteFile(ctx, to, dst, data, info.MimeType)
+		if err != nil {
+			continue
+		}
+		out = append(out, AttachmentRef{ID: newID("att"), Type: "file", Path: dst, Name: base, MimeType: info.MimeType, Size: ni.Size})
+	}
+	return out
+}
+
+var unsafeRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+
+// childOutcome runs a child's session and summarises it for the parent.
+func (rt *Runtime) childOutcome(ctx context.Context, entry ChildEntry) (text string, failed bool, refs []AttachmentRef, status string) {
+	reply, err := rt.resume(ctx, entry.Reference)
+	switch {
+	case err != nil:
+		return err.Error(), true, nil, ChildFailed
+	case reply.Failed:
+		text, failed, status = reply.Text, true, ChildFailed
+	case reply.StopReason == StopHuman:
+		text, status = reply.Text, ChildAwaitingHuman
+	default:
+		text, status = reply.Text, ChildIdle
+	}
+	if strings.TrimSpace(text) == "" {
+		text = "Subagent completed."
+	}
+	// Attachments of the child's final messages travel back to the parent.
+	var paths []string
+	for _, m := range reply.Messages {
+		for _, a := range m.Attachments {
+			paths = append(paths, a.Path)
+		}
+	}
+	refs = rt.copyAttachments(ctx, entry.Reference, entry.ParentID, paths)
+	return text, failed, refs, status
+}
+
+// resume runs the child's next session from the messages already stored.
+func (rt *Runtime) resume(ctx context.Context, threadID string) (*Reply, error) {
+	return rt.send(ctx, threadID, nil)
+}
+
+func (rt *Runtime) settle(ctx context.Context, entry ChildEntry, status string) {
+	if cur, err := rt.store.Child(ctx, entry.ParentID, entry.Reference); err == nil && cur.Status == ChildTerminated {
+		return
+	}
+	entry.Status = status
+	if err := rt.store.PutChild(ctx, entry); err != nil {
+		rt.log.ErrorContext(ctx, "toolrun: updating the child registry", "parent", entry.ParentID, "child", entry.Reference, "error", err)
+	}
+}
+
+// runBlocking runs the child to the end of its session and returns its
+// outcome (reference H7).
+func (rt *Runtime) runBlocking(ctx context.Context, ts *turnState, entry ChildEntry) Result {
+	text, failed, refs, status := rt.childOutcome(ctx, entry)
+	rt.settle(ctx, entry, status)
+	res := Result{Status: StatusSuccess, Result: text + "\n\nReference: " + entry.Reference, Refs: refs, SubagentID: entry.Reference}
+	if failed {
+		res = Result{Status: StatusError, Error: text + "\n\nReference: " + entry.Reference, Refs: refs, SubagentID: entry.Reference}
+	}
+	return res
+}
+
+// continueBlocking messages the single live instance of a blocking
+// relationship capped at one, and waits for it (create-or-continue, H5).
+func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch, rel *SubagentRelationship, ref, message string, attachments []any) Result {
+	entry, err := rt.store.Child(ctx, ts.th.ID, ref)
+	if err != nil {
+		return Errorf("Subagent reference %q is not active.", ref)
+	}
+	if err := rt.deliver(ctx, ts.th.ID, ref, message, pathsOf(attachments)); err != nil {
+		return Errorf("%v", err)
+	}
+	entry.Status = ChildRunning
+	_ = rt.store.PutChild(ctx, entry)
+	return rt.runBlocking(ctx, ts, entry)
+}
+
+// runBackground runs a non-blocking child; when it finishes, the parent is
+// told with a queued message that starts the parent's next turn (H8).
+func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
+	bctx := context.WithoutCancel(ctx)
+	rt.bg.Add(1)
+	go func() {
+		defer rt.bg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				rt.log.ErrorContext(bctx, "toolrun: subagent crashed", "child", entry.Reference, "panic", fmt.Sprint(p))
+				rt.settle(bctx, entry, ChildFailed)
+			}
+		}()
+		text, failed, refs, status := rt.childOutcome(bctx, entry)
+		rt.settle(bctx, entry, status)
+		if entry.ParentCommunication == "explicit" {
+			return
+		}
+		content := fmt.Sprintf("Subagent (reference: %s) has returned the following result:\n\n%s", entry.Reference, text)
+		if failed {
+			content = fmt.Sprintf("Subagent (reference: %s) has reported a failure:\n\n%s", entry.Reference, text)
+		}
+		if len(refs) > 0 {
+			paths := make([]string, len(refs))
+			for i, r := range refs {
+				paths[i] = r.Path
+			}
+			content += "\n\nThe subagent also returned the following attachment(s): " + strings.Join(paths, ", ")
+		}
+		role := RoleUser
+		if entry.Owner == "b" {
+			role = RoleAssistant
+		}
+		msg := &Message{Role: role, Content: content, Silent: true, Attachments: refs, Metadata: map[string]any{"subagent_id": entry.Reference}}
+		if _, err := rt.send(bctx, entry.ParentID, msg); err != nil {
+			rt.log.ErrorContext(bctx, "toolrun: parent turn after subagent completion", "parent", entry.ParentID, "error", err)
+		}
+	}()
+}
+
+// deliver copies attachments into the child and stores the message.
+func (rt *Runtime) deliver(ctx context.Context, parentID, childID, message string, paths []string) error {
+	var msgs []*Message
+	refs := rt.copyAttachments(ctx, parentID, childID, paths)
+	for _, r := range refs {
+		msgs = append(msgs, &Message{Role: RoleUser, Silent: true, Content: "Attachment path: " + r.Path, Metadata: map[string]any{metaSide: "b"}})
+	}
+	msgs = append(msgs, &Message{Role: RoleUser, Content: message, Attachments: refs, Metadata: map[string]any{metaSide: "b"}})
+	return rt.store.AppendMessages(ctx, childID, msgs...)
+}
+
+func (rt *Runtime) messageSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) Result {
+	ref, _ := str(m, "referenceId")
+	message, _ := str(m, "message")
+	if ref == "" || message == "" {
+		return Errorf("subagent_message requires referenceId and message.")
+	}
+	attachments, ok := m["attachments"].([]any)
+	if !ok {
+		return Errorf("subagent_message requires attachments (use [] when none).")
+	}
+	entry, err := rt.store.Child(ctx, ts.th.ID, ref)
+	if err != nil || entry.Status == ChildTerminated {
+		return Errorf("Subagent reference %q is not active.", ref)
+	}
+	if th, err := rt.store.GetThread(ctx, ref); err != nil || !th.TerminatedAt.IsZero() {
+		entry.Status = ChildTerminated
+		_ = rt.store.PutChild(ctx, entry)
+		return Errorf("Subagent reference %q is not active.", ref)
+	}
+	if err := rt.deliver(ctx, ts.th.ID, ref, message, pathsOf(attachments)); err != nil {
+		return Errorf("%v", err)
+	}
+	entry.Status = ChildRunning
+	if err := rt.store.PutChild(ctx, entry); err != nil {
+		return Errorf("%v", err)
+	}
+	rt.runBackground(ctx, entry)
+	return Result{Status: StatusSuccess, Result: "Message sent to subagent " + ref + ".", SubagentID: ref}
+}
+
+// Terminate closes a thread to new work. Its parent's registry entry
+// becomes terminated. Terminating a terminated thread is a no-op. Session
+// ends never terminate a child; only Terminate does.
+func (rt *Runtime) Terminate(ctx context.Context, threadID string) error {
+	th, err := rt.store.GetThread(ctx, threadID)
+	if err != nil {
+		return &StoreError{Op: "load thread " + threadID, Err: err}
+	}
+	if !th.TerminatedAt.IsZero() {
+		return nil
+	}
+	th.TerminatedAt = time.Now().UTC()
+	if err := rt.store.UpdateThread(ctx, th); err != nil {
+		return &StoreError{Op: "terminate thread", Err: err}
+	}
+	if th.ParentID != "" {
+		if e, err := rt.store.Child(ctx, th.ParentID, th.ID); err == nil {
+			e.Status = ChildTerminated
+			if err := rt.store.PutChild(ctx, e); err != nil {
+				return &StoreError{Op: "update child registry", Err: err}
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,218 @@
+package toolrun_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/provider/scripted"
+)
+
+type team struct {
+	rt     *toolrun.Runtime
+	lead   *scripted.Provider
+	child  *scripted.Provider
+	thread string
+}
+
+type topicArgs struct {
+	Topic string `json:"topic"`
+}
+
+// newTeam builds a lead agent owning three relationships to child agents
+// that run on their own scripted model.
+func newTeam(t *testing.T, env map[string]toolrun.EnvValue) *team {
+	t.Helper()
+	tm := &team{lead: scripted.New(), child: scripted.New()}
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(
+		&toolrun.Model{Name: "lead_model", Provider: tm.lead},
+		&toolrun.Model{Name: "child_model", Provider: tm.child},
+		&toolrun.Func[noArgs]{Name: "secret_op", Variables: []toolrun.Variable{{Name: "VAULT", Type: toolrun.VarSecret, Required: true, Scoped: true}},
+			Execute: func(ctx context.Context, s toolrun.ThreadState, _ noArgs) (toolrun.Result, error) {
+				return toolrun.Text("ok"), nil
+			}},
+		&toolrun.Prompt{Name: "lead_prompt", Model: "lead_model", IncludeChat: true, IncludePastTools: true},
+		&toolrun.Prompt{Name: "research_prompt", Model: "child_model", IncludeChat: true, RequiredSchema: toolrun.SchemaFrom[topicArgs]()},
+		&toolrun.Prompt{Name: "vault_prompt", Model: "child_model", IncludeChat: true, Tools: []toolrun.PromptTool{toolrun.Use("secret_op")}},
+		&toolrun.Agent{Name: "researcher", ExposeAsTool: true, SideA: toolrun.Side{Prompt: "research_prompt"}, SideB: toolrun.Side{Human: true}},
+		&toolrun.Agent{Name: "vault_keeper", ExposeAsTool: true, SideA: toolrun.Side{Prompt: "vault_prompt"}, SideB: toolrun.Side{Human: true}},
+		&toolrun.Agent{Name: "lead", SideA: toolrun.Side{Prompt: "lead_prompt", Subagents: []toolrun.SubagentRelationship{
+			{Agent: "researcher", Blocking: true, Description: "Finds facts"},
+			{Agent: "researcher", As: "bg_researcher"},
+			{Agent: "researcher", As: "capped", MaxInstances: 1},
+			{Agent: "vault_keeper"},
+			{Agent: "vault_keeper", As: "vault_with_key", ScopedEnv: []string{"VAULT"}},
+		}}, SideB: toolrun.Side{Human: true}},
+	))
+	tm.rt = toolrun.NewRuntime(reg, nil)
+	th, err := tm.rt.NewThread(context.Background(), "lead", &toolrun.ThreadOptions{Env: env})
+	require.NoError(t, err)
+	tm.thread = th.ID
+	return tm
+}
+
+func toolResults(msgs []toolrun.Message, name string) []toolrun.Message {
+	var out []toolrun.Message
+	for _, m := range msgs {
+		if m.Role == toolrun.RoleTool && m.Name == name && m.Depth == 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestSubagentCreateArgumentChecksInOrder(t *testing.T) {
+	tm := newTeam(t, nil)
+	calls := []map[string]any{
+		{},
+		{"agent": "researcher", "arguments": 5},
+		{"agent": "researcher", "message": "  "},
+		{"agent": "researcher", "message": "go"},
+		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": 5},
+		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": " "},
+		{"agent": "nobody", "message": "go", "attachments": []any{}, "name": "n"},
+		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": "n", "arguments": map[string]any{"topic": 3}},
+	}
+	var sc []scripted.ToolCall
+	for _, c := range calls {
+		sc = append(sc, scripted.Call("subagent_create", c))
+	}
+	tm.lead.Add(scripted.Calls(sc[:4]...), scripted.Calls(sc[4:]...), scripted.Text("done"))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "subagent_create")
+	want := []string{
+		"subagent_create requires agent.",
+		"subagent_create arguments must be an object when provided.",
+		"subagent_create requires message.",
+		"subagent_create requires attachments (use [] when none).",
+		"subagent_create name must be a string when provided.",
+		"subagent_create requires name.",
+		`Subagent "nobody" is not available for this prompt. Use one of: researcher, bg_researcher, capped, vault_keeper, vault_with_key.`,
+		`subagent_create arguments for "researcher" failed validation: topic: got number, want string`,
+	}
+	require.Len(t, res, len(want))
+	for i, w := range want {
+		assert.Equal(t, "Failed to execute tool: "+w, res[i].Content, "check %d", i)
+	}
+	assert.Equal(t, "subagent_arguments_required", res[7].Metadata[toolrun.MetaErrorCode])
+	assert.Empty(t, tm.child.Requests(), "no child ran")
+}
+
+func TestBlockingSubagentReturnsItsOutcomeWithAReference(t *testing.T) {
+	tm := newTeam(t, nil)
+	tm.lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "find X", "attachments": []any{}, "name": "r1", "arguments": map[string]any{"topic": "go"}})),
+		scripted.Text("The researcher says 42."))
+	tm.child.Add(scripted.Text("X is 42."))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, res, 1)
+	ref := res[0].SubagentID
+	require.NotEmpty(t, ref)
+	assert.Equal(t, "X is 42.\n\nReference: "+ref, res[0].Content)
+	// The child saw its initial arguments (silent system message) and the message.
+	creq := tm.child.LastRequest()
+	assert.Equal(t, "system user", roles(creq.Messages))
+	assert.Contains(t, creq.Messages[0].Content, `"topic": "go"`)
+	assert.Equal(t, "find X", creq.Messages[1].Content)
+	entry, err := tm.rt.Store().Child(context.Background(), tm.thread, ref)
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.ChildIdle, entry.Status)
+	assert.Equal(t, "researcher", entry.Relationship)
+	child, err := tm.rt.Store().GetThread(context.Background(), ref)
+	require.NoError(t, err)
+	assert.Equal(t, tm.thread, child.ParentID)
+	assert.True(t, child.TerminatedAt.IsZero(), "a child persists after its session")
+}
+
+func TestNonBlockingSubagentReportsToTheParent(t *testing.T) {
+	tm := newTeam(t, nil)
+	tm.lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "bg_researcher", "message": "dig", "attachments": []any{}, "name": "bg", "arguments": map[string]any{"topic": "t"}})),
+		scripted.Text("Started it."),
+		scripted.Text("Got the result."))
+	tm.child.Add(scripted.Text("Dug up 7 facts."), scripted.Text("Second session answer."))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, res, 1)
+	ref := res[0].SubagentID
+	assert.Equal(t, "The subagent was initiated successfully. Reference: "+ref, res[0].Content)
+	tm.rt.Wait()
+	// The completion message started the parent's next turn.
+	require.Len(t, tm.lead.Requests(), 3)
+	last := tm.lead.LastRequest().Messages
+	found := false
+	for _, m := range last {
+		if strings.Contains(m.Content, "Subagent (reference: "+ref+") has returned the following result:\n\nDug up 7 facts.") {
+			found = true
+		}
+	}
+	assert.True(t, found, "completion delivered to the parent")
+
+	// subagents lists it; subagent_message starts a new session with history intact.
+	tm.lead.Add(scripted.Calls(scripted.Call("subagents", nil), scripted.Call("subagent_message", map[string]any{"referenceId": ref, "message": "more", "attachments": []any{}}),
+		scripted.Call("subagent_message", map[string]any{"referenceId": "nope", "message": "x", "attachments": []any{}}),
+		scripted.Call("subagent_message", map[string]any{"referenceId": ref, "message": ""})), scripted.Text("ok"), scripted.Text("after second"))
+	reply, err = tm.rt.Send(context.Background(), tm.thread, "again")
+	require.NoError(t, err)
+	list := toolResults(reply.Messages, "subagents")
+	require.Len(t, list, 1)
+	assert.Contains(t, list[0].Content, "- "+ref+": bg_researcher — idle")
+	msgs := toolResults(reply.Messages, "subagent_message")
+	require.Len(t, msgs, 3)
+	assert.Equal(t, "Message sent to subagent "+ref+".", msgs[0].Content)
+	assert.Equal(t, `Failed to execute tool: Subagent reference "nope" is not active.`, msgs[1].Content)
+	assert.Equal(t, "Failed to execute tool: subagent_message requires referenceId and message.", msgs[2].Content)
+	tm.rt.Wait()
+	creq := tm.child.LastRequest()
+	assert.Equal(t, "system user assistant user", roles(creq.Messages), "history intact in the second session (initial arguments, first message, answer, new message)")
+
+	// Explicit termination closes the child.
+	require.NoError(t, tm.rt.Terminate(context.Background(), ref))
+	entry, _ := tm.rt.Store().Child(context.Background(), tm.thread, ref)
+	assert.Equal(t, toolrun.ChildTerminated, entry.Status)
+	_, err = tm.rt.Send(context.Background(), ref, "hello")
+	assert.ErrorIs(t, err, toolrun.ErrThreadTerminated)
+}
+
+func TestSubagentInstanceCap(t *testing.T) {
+	tm := newTeam(t, nil)
+	create := scripted.Call("subagent_create", map[string]any{"agent": "capped", "message": "m", "attachments": []any{}, "name": "c", "arguments": map[string]any{"topic": "t"}})
+	tm.lead.Add(scripted.Calls(create), scripted.Calls(create), scripted.Text("done"), scripted.Text("after child"))
+	tm.child.Add(scripted.Text("child done"))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, res, 2)
+	ref := res[0].SubagentID
+	assert.Equal(t, `Failed to execute tool: Subagent instance limit reached for "capped" (1). Use subagent_message with an existing reference instead. Active references: `+ref+".", res[1].Content)
+	tm.rt.Wait()
+}
+
+func TestScopedEnvAndRequiredScopedVariables(t *testing.T) {
+	tm := newTeam(t, map[string]toolrun.EnvValue{"VAULT": {Value: "vault-key-1"}, "REGION": {Value: "eu", Type: toolrun.VarText}})
+	tm.lead.Add(scripted.Calls(
+		scripted.Call("subagent_create", map[string]any{"agent": "vault_keeper", "message": "m", "attachments": []any{}, "name": "v1"}),
+		scripted.Call("subagent_create", map[string]any{"agent": "vault_with_key", "message": "m", "attachments": []any{}, "name": "v2"}),
+	), scripted.Text("done"), scripted.Text("after"))
+	tm.child.Add(scripted.Text("vault ok"))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, res, 2)
+	assert.Contains(t, res[0].Content, `Subagent "vault_keeper" requires scoped environment variables before it can be created. Provide VAULT`)
+	assert.Equal(t, "subagent_env_required", res[0].Metadata[toolrun.MetaErrorCode])
+	ref := res[1].SubagentID
+	require.NotEmpty(t, ref, res[1].Content)
+	tm.rt.Wait()
+	env, err := tm.rt.Store().ListEnv(context.Background(), toolrun.ScopeThread, ref)
+	require.NoError(t, err)
+	assert.Equal(t, "vault-key-1", env["VAULT"].Value, "scopedEnv copies the scoped value")
+	assert.Equal(t, "eu", env["REGION"].Value, "non-scoped values are inherited")
+}
