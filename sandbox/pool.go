@@ -282,45 +282,26 @@ func lastLine(s string) string {
 
 func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 	switch f.T {
-	case "call":
+	case frCall:
 		var fn HostFunc
 		if f.Fn >= 0 && f.Fn < len(wr.funcs) {
 			fn = wr.funcs[f.Fn].fn
 		}
-		args, err := fromWireList(f.Args)
 		go func() {
-			var v any
-			var herr *Error
-			if err != nil {
-				herr = &Error{Name: "SerializationError", Message: err.Error()}
-			} else {
-				v, herr = invokeHost(wr.run, fn, args)
-			}
-			ret := &frame{T: "ret", ID: wr.id, C: f.C, Err: herr}
-			if herr == nil {
-				ret.V = toWire(v)
-			}
+			v, herr := invokeHost(wr.run, fn, f.Args)
+			ret := &frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v}
 			if w.current(wr.id) != nil {
 				_ = w.send(ret)
 			}
 		}()
-	case "report":
-		if v, err := fromWire(f.V); err == nil {
-			wr.run.addReport(v)
-		}
-	case "log":
-		args, err := fromWireList(f.Args)
-		if err == nil {
-			wr.run.addLog(LogEntry{Level: f.Lvl, Args: args, Timestamp: time.Unix(0, f.TS)})
-		}
-	case "done":
+	case frReport:
+		wr.run.addReport(f.V)
+	case frLog:
+		wr.run.addLog(LogEntry{Level: f.Lvl, Args: f.Args, Timestamp: time.Unix(0, f.TS)})
+	case frDone:
 		o := &outcome{status: f.St, err: f.Err}
 		if f.St == StatusSuccess {
-			v, err := fromWire(f.V)
-			if err != nil {
-				o = &outcome{status: StatusError, err: &Error{Name: "SerializationError", Message: err.Error()}}
-			}
-			o.value = v
+			o.value = f.V
 		}
 		w.mu.Lock()
 		w.cur = nil
@@ -349,24 +330,20 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 		}
 		c := pr.job.code
 		wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory}
-		imports := make(map[string]map[string]any, len(pr.job.imports))
-		for k, ns := range pr.job.imports {
-			imports[k] = wireMap(ns)
-		}
 		spec := &runSpec{Hash: c.hash, Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports,
-			Entry: pr.job.entry, Args: wireList(pr.job.args), Globals: wireMap(pr.job.globals), Imports: imports,
+			Entry: pr.job.entry, Args: pr.job.args, Globals: pr.job.globals, Imports: pr.job.imports,
 			Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
 		w.mu.Lock()
 		w.cur = wr
 		w.mu.Unlock()
-		if err := w.send(&frame{T: "run", ID: wr.id, Run: spec}); err != nil {
+		if err := w.send(&frame{T: frRun, ID: wr.id, Run: spec}); err != nil {
 			wr.killed.Store(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending run to worker: " + err.Error()}})
 			w.kill()
 			return
 		}
 		grace := p.opts.TerminateGrace
 		run.setTerminator(func(o *outcome) {
-			_ = w.send(&frame{T: "term", ID: wr.id, Err: o.err})
+			_ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err})
 			time.AfterFunc(grace, func() {
 				if run.isSettled() {
 					return

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,106 +12,6 @@ import (
 	"sync"
 	"time"
 )
-
-// The worker protocol: length-prefixed (4-byte big-endian) JSON frames over
-// the worker's stdin (parent to worker) and stdout (worker to parent).
-//
-//	parent -> worker: run {id, run}; ret {id, c, v | err}; term {id, err}
-//	worker -> parent: call {id, c, fn, args}; report {id, v}; log {id, lvl, args, ts};
-//	                  done {id, st, v | err}
-//
-// Values use the tagged encoding of toWire/fromWire. A worker runs one run
-// at a time.
-type frame struct {
-	T    string   `json:"t"`
-	ID   uint64   `json:"id,omitempty"`
-	C    uint64   `json:"c,omitempty"`
-	Fn   int      `json:"fn,omitempty"`
-	Args []any    `json:"args,omitempty"`
-	V    any      `json:"v,omitempty"`
-	Err  *Error   `json:"err,omitempty"`
-	Lvl  string   `json:"lvl,omitempty"`
-	TS   int64    `json:"ts,omitempty"`
-	St   Status   `json:"st,omitempty"`
-	Run  *runSpec `json:"run,omitempty"`
-}
-
-type runSpec struct {
-	Hash     string                    `json:"hash"`
-	Code     string                    `json:"code"`
-	Map      json.RawMessage           `json:"map"`
-	Sources  []string                  `json:"sources"`
-	Exports  []string                  `json:"exports"`
-	Entry    string                    `json:"entry"`
-	Args     []any                     `json:"args,omitempty"`
-	Globals  map[string]any            `json:"globals,omitempty"`
-	Imports  map[string]map[string]any `json:"imports,omitempty"`
-	Report   bool                      `json:"report,omitempty"`
-	MaxStack int                       `json:"maxStack,omitempty"`
-	Memory   int64                     `json:"memory"`
-}
-
-const maxFrame = 1 << 30
-
-func writeFrame(w io.Writer, f *frame) error {
-	data, err := json.Marshal(f)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 4+len(data))
-	binary.BigEndian.PutUint32(buf, uint32(len(data)))
-	copy(buf[4:], data)
-	_, err = w.Write(buf)
-	return err
-}
-
-func readFrame(r *bufio.Reader) (*frame, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return nil, fmt.Errorf("sandbox: frame too large (%d bytes)", n)
-	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
-		return nil, err
-	}
-	f := &frame{}
-	if err := json.Unmarshal(data, f); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func wireList(vs []any) []any {
-	out := make([]any, len(vs))
-	for i, v := range vs {
-		out[i] = toWire(v)
-	}
-	return out
-}
-
-func wireMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = toWire(v)
-	}
-	return out
-}
-
-func fromWireMap(m map[string]any) (map[string]any, error) {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		d, err := fromWire(v)
-		if err != nil {
-			return nil, err
-		}
-		out[k] = d
-	}
-	return out, nil
-}
 
 // ---- worker side ----
 
@@ -140,6 +38,7 @@ func (s *workerServer) send(f *frame) {
 // process exit code.
 func serveWorker(in io.Reader, out io.Writer) int {
 	debug.SetMaxStack(256 << 20)
+	runtime.GOMAXPROCS(1)
 	s := &workerServer{out: out, cache: map[string]*compiled{}}
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
@@ -151,24 +50,18 @@ func serveWorker(in io.Reader, out io.Writer) int {
 			return 3
 		}
 		switch f.T {
-		case "run":
+		case frRun:
 			s.startRun(f)
-		case "ret":
+		case frRet:
 			s.mu.Lock()
 			done := s.calls[f.C]
 			delete(s.calls, f.C)
 			ok := f.ID == s.id
 			s.mu.Unlock()
 			if done != nil && ok {
-				if f.Err != nil {
-					done(nil, f.Err)
-				} else if v, err := fromWire(f.V); err != nil {
-					done(nil, &Error{Name: "SerializationError", Message: err.Error()})
-				} else {
-					done(v, nil)
-				}
+				done(f.V, f.Err)
 			}
-		case "term":
+		case frTerm:
 			s.mu.Lock()
 			eng := s.eng
 			ok := f.ID == s.id
@@ -196,19 +89,19 @@ func (h *workerHost) call(fn int, args []any, done func(any, *Error)) {
 	c := s.next
 	s.calls[c] = done
 	s.mu.Unlock()
-	s.send(&frame{T: "call", ID: h.id, C: c, Fn: fn, Args: wireList(args)})
+	s.send(&frame{T: frCall, ID: h.id, C: c, Fn: fn, Args: args})
 }
 
-func (h *workerHost) report(v any) { h.s.send(&frame{T: "report", ID: h.id, V: toWire(v)}) }
+func (h *workerHost) report(v any) { h.s.send(&frame{T: frReport, ID: h.id, V: v}) }
 
 func (h *workerHost) log(e LogEntry) {
-	h.s.send(&frame{T: "log", ID: h.id, Lvl: e.Level, Args: wireList(e.Args), TS: e.Timestamp.UnixNano()})
+	h.s.send(&frame{T: frLog, ID: h.id, Lvl: e.Level, Args: e.Args, TS: e.Timestamp.UnixNano()})
 }
 
 func (s *workerServer) startRun(f *frame) {
 	spec := f.Run
 	fail := func(err error) {
-		s.send(&frame{T: "done", ID: f.ID, St: StatusError, Err: &Error{Name: "InternalError", Message: err.Error()}})
+		s.send(&frame{T: frDone, ID: f.ID, St: StatusError, Err: &Error{Name: "InternalError", Message: err.Error()}})
 	}
 	if spec == nil {
 		fail(errors.New("sandbox worker: run frame without spec"))
@@ -228,24 +121,7 @@ func (s *workerServer) startRun(f *frame) {
 		}
 		s.cache[spec.Hash] = c
 	}
-	args, err := fromWireList(spec.Args)
-	if err != nil {
-		fail(err)
-		return
-	}
-	globals, err := fromWireMap(spec.Globals)
-	if err != nil {
-		fail(err)
-		return
-	}
-	imports := make(map[string]map[string]any, len(spec.Imports))
-	for k, ns := range spec.Imports {
-		if imports[k], err = fromWireMap(ns); err != nil {
-			fail(err)
-			return
-		}
-	}
-	job := &engineJob{code: c, entry: spec.Entry, args: args, globals: globals, imports: imports, report: spec.Report, maxStack: spec.MaxStack}
+	job := &engineJob{code: c, entry: spec.Entry, args: spec.Args, globals: spec.Globals, imports: spec.Imports, report: spec.Report, maxStack: spec.MaxStack}
 	eng := newEngine(job, &workerHost{s: s, id: f.ID})
 	s.mu.Lock()
 	s.id, s.eng, s.calls = f.ID, eng, map[uint64]func(any, *Error){}
@@ -254,7 +130,7 @@ func (s *workerServer) startRun(f *frame) {
 		stop := applyLimits(eng, spec.Memory, func(o *outcome) {
 			// The code is stuck in a builtin that keeps allocating: report
 			// and let the process go, the parent starts a fresh one.
-			s.send(&frame{T: "done", ID: f.ID, St: o.status, Err: o.err})
+			s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
 			os.Exit(4)
 		})
 		o := eng.run()
@@ -262,9 +138,9 @@ func (s *workerServer) startRun(f *frame) {
 		s.mu.Lock()
 		s.eng, s.calls = nil, nil
 		s.mu.Unlock()
-		done := &frame{T: "done", ID: f.ID, St: o.status, Err: o.err}
+		done := &frame{T: frDone, ID: f.ID, St: o.status, Err: o.err}
 		if o.status == StatusSuccess {
-			done.V = toWire(o.value)
+			done.V = o.value
 		}
 		s.send(done)
 	}()

@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"math/big"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	n, _ := new(big.Int).SetString("-98765432109876543210", 10)
+	val := []any{nil, Undefined, true, false, 2.5, "s", []any{1.0}, map[string]any{"k": Set{"a"}},
+		time.UnixMilli(1234).UTC(), Map{{Key: 1.0, Value: "x"}}, n, ArrayBuffer{1}, []byte{2}, TypedArray{Type: "Int16Array", Data: []byte{1, 0}}}
+	e := &Error{Name: "N", Message: "M", Stack: "S", Line: 3, Column: 4, Filename: "f", Specifier: "sp"}
+	frames := []*frame{
+		{T: frRun, ID: 1, Run: &runSpec{Hash: "h", Code: "c", Map: []byte("{}"), Sources: []string{"a"}, Exports: []string{"default"}, Entry: "default",
+			Args: val, Globals: map[string]any{"f": &funcRef{id: 3}}, Imports: map[string]map[string]any{"fs": {"read": &funcRef{id: 0}}}, Report: true, MaxStack: 7, Memory: 1 << 20}},
+		{T: frRet, ID: 2, C: 9, V: val},
+		{T: frRet, ID: 2, C: 9, Err: e},
+		{T: frTerm, ID: 3, Err: e},
+		{T: frCall, ID: 4, C: 5, Fn: 6, Args: val},
+		{T: frReport, ID: 5, V: map[string]any{"x": 1.0}},
+		{T: frLog, ID: 6, Lvl: "warn", TS: 42, Args: []any{"a"}},
+		{T: frDone, ID: 7, St: StatusSuccess, V: val},
+		{T: frDone, ID: 7, St: StatusError, Err: e},
+	}
+	var buf bytes.Buffer
+	for _, f := range frames {
+		require.NoError(t, writeFrame(&buf, f))
+	}
+	r := bufio.NewReader(&buf)
+	for _, want := range frames {
+		got, err := readFrame(r)
+		require.NoError(t, err)
+		if want.Run != nil {
+			assert.Equal(t, want.Run.Globals["f"].(*funcRef).id, got.Run.Globals["f"].(*funcRef).id)
+			want.Run.Globals, got.Run.Globals = nil, nil
+			want.Run.Imports, got.Run.Imports = nil, nil
+		}
+		if want.T == frRet || want.T == frDone || want.T == frCall {
+			if vs, ok := got.V.([]any); ok {
+				assert.Equal(t, 0, n.Cmp(vs[10].(*big.Int)))
+			}
+		}
+		assert.Equal(t, want, got)
+	}
+}
+
+func TestDecodeFrameRejectsGarbage(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	good := encodeFrame(&frame{T: frCall, ID: 1, C: 2, Args: []any{"abc", []any{1.0, map[string]any{"k": "v"}}}})[4:]
+	for i := 0; i < 20000; i++ {
+		data := append([]byte{}, good...)
+		for j := 0; j < 1+rng.Intn(4); j++ {
+			data[rng.Intn(len(data))] = byte(rng.Intn(256))
+		}
+		data = data[:rng.Intn(len(data)+1)]
+		assert.NotPanics(t, func() { _, _ = decodeFrame(data) })
+	}
+	_, err := decodeFrame([]byte{99})
+	assert.Error(t, err)
+}
