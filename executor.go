@@ -239,6 +239,9 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		if abort != nil {
 			b.abort = abort
 		}
+		if b.turn != nil {
+			res = b.turn.bindResult(ctx, c, res)
+		}
 		e.fireDone(ctx, b, c, res)
 	}
 

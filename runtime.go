@@ -416,6 +416,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		outcomes, err := rt.ex.runBatch(ctx, b, calls)
 		if err != nil {
+			if ctx.Err() != nil {
+				rt.stopped(ctx, ts, calls)
+			}
 			return turnResult{}, err
 		}
 		exec.StepCount = steps
@@ -427,6 +430,61 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			return turnResult{stop: StopRepeatedToolError, text: lastText}, err
 		}
 	}
+}
+
+// stopped records a user stop (reference E15): an error result "Execution
+// stopped by user" for every call of the response still lacking one, and a
+// system message with the same text.
+func (rt *Runtime) stopped(ctx context.Context, ts *turnState, calls []ToolCall) {
+	ctx = context.WithoutCancel(ctx)
+	const text = "Execution stopped by user"
+	var msgs []*Message
+	for _, c := range calls {
+		if _, err := rt.store.ToolResult(ctx, ts.th.ID, c.ID); err == nil {
+			continue
+		}
+		msgs = append(msgs, &Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError, Prompt: ts.prompt.Name,
+			Content: "Failed to execute tool: " + text, Metadata: map[string]any{metaSide: ts.sideKey}})
+	}
+	msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Metadata: map[string]any{metaSide: ts.sideKey}})
+	if err := rt.store.AppendMessages(ctx, ts.th.ID, msgs...); err != nil {
+		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
+	}
+}
+
+// bindResult applies the side's session bindings to a call's result
+// (reference E11): a MessageProperty replaces the success text, and the
+// AttachmentsProperty paths of SessionStop/SessionFail must exist.
+func (ts *turnState) bindResult(ctx context.Context, c ToolCall, res Result) Result {
+	if ts.parent != nil || res.IsError() {
+		return res
+	}
+	for _, bind := range []*SessionBinding{ts.side.SessionStop, ts.side.SessionFail, ts.side.SessionStatus} {
+		if bind == nil || bind.Name != c.Name {
+			continue
+		}
+		if bind.MessageProperty != "" {
+			if v := argValue(c.Arguments, bind.MessageProperty); v != "" {
+				res.Result = v
+			}
+		}
+		if bind.AttachmentsProperty != "" && bind != ts.side.SessionStatus {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(c.Arguments), &m)
+			var missing []string
+			for _, p := range attachmentPaths(m[bind.AttachmentsProperty]) {
+				if _, err := ts.rt.store.StatFile(ctx, ts.th.ID, p); err != nil {
+					missing = append(missing, p)
+				} else {
+					res.Refs = append(res.Refs, AttachmentRef{ID: newID("att"), Type: "file", Path: p, Name: p[strings.LastIndexByte(p, '/')+1:]})
+				}
+			}
+			if len(missing) > 0 {
+				return Result{Status: StatusError, Error: "Provided attachment path(s) not found in this thread: " + strings.Join(missing, ", ")}
+			}
+		}
+	}
+	return res
 }
 
 // afterBatch applies the stop rules that follow a batch of tool calls.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -273,3 +274,94 @@ func TestMaxSessionTurns(t *testing.T) {
 func newTextLogger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, nil))
 }
+
+type finishArgs struct {
+	Summary string `json:"summary"`
+}
+
+func TestStopToolAndSessionBindings(t *testing.T) {
+	finish := &toolrun.Func[finishArgs]{Name: "finish", Execute: func(ctx context.Context, s toolrun.ThreadState, a finishArgs) (toolrun.Result, error) {
+		return toolrun.Text("finished"), nil
+	}}
+	giveUp := &toolrun.Func[finishArgs]{Name: "give_up", Execute: func(ctx context.Context, s toolrun.ThreadState, a finishArgs) (toolrun.Result, error) {
+		return toolrun.Text("gave up"), nil
+	}}
+	p := triagePrompt()
+	p.Tools = append(p.Tools, toolrun.Use("finish"), toolrun.Use("give_up"))
+
+	w := newWorld(t, p, toolrun.Side{StopTool: "finish", StopToolResponseProperty: "summary"}, finish, giveUp)
+	w.p.Add(scripted.Calls(scripted.Call("finish", map[string]any{"summary": " all done "})))
+	reply, err := w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.StopTool, reply.StopReason)
+	assert.Equal(t, "all done", reply.Text)
+
+	w = newWorld(t, triagePrompt(), toolrun.Side{
+		SessionStop: &toolrun.SessionBinding{Name: "finish", MessageProperty: "summary"},
+		SessionFail: &toolrun.SessionBinding{Name: "give_up", AttachmentsProperty: "summary"},
+	}, finish, giveUp)
+	prompt, _ := w.reg.Prompt("triager")
+	prompt.Tools = append(prompt.Tools, toolrun.Use("finish"), toolrun.Use("give_up"))
+	w.p.Add(scripted.Calls(scripted.Call("give_up", map[string]any{"summary": "/attachments/missing.png"})),
+		scripted.Calls(scripted.Call("finish", map[string]any{"summary": "Triaged."})))
+	reply, err = w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Equal(t, "Failed to execute tool: Provided attachment path(s) not found in this thread: /attachments/missing.png", reply.Messages[2].Content, "a failed sessionFail does not end the session")
+	assert.True(t, reply.SessionEnded)
+	assert.Equal(t, toolrun.StopSessionStop, reply.StopReason)
+	assert.Equal(t, "Triaged.", reply.Text, "messageProperty replaces the content")
+}
+
+func TestCancellationReachesTheProviderAndTheTool(t *testing.T) {
+	// A tool that waits for its context: cancelling the Send stops it, and
+	// the calls without results get "Execution stopped by user".
+	started := make(chan struct{})
+	slow := &toolrun.Func[noArgs]{Name: "slow", Execute: func(ctx context.Context, s toolrun.ThreadState, _ noArgs) (toolrun.Result, error) {
+		close(started)
+		<-ctx.Done()
+		return toolrun.Result{}, ctx.Err()
+	}}
+	p := triagePrompt()
+	p.Tools = append(p.Tools, toolrun.Use("slow"))
+	w := newWorld(t, p, toolrun.Side{}, slow)
+	w.p.Add(scripted.Calls(scripted.Call("slow", nil), scripted.Call("get_issue", map[string]any{"number": 1})))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	id := w.thread(t)
+	_, err := w.rt.Send(ctx, id, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	page, _ := w.rt.Store().ListMessages(context.Background(), id, toolrun.MessageQuery{})
+	assert.Equal(t, "user assistant+calls tool:slow tool:get_issue system", roles(page.Messages))
+	assert.Equal(t, "Failed to execute tool: Execution stopped by user", page.Messages[3].Content)
+
+	// A provider call held open is cancelled too.
+	hold := make(chan struct{})
+	w.p.Add(scripted.Text("never").Wait(hold))
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() {
+		for len(w.p.Requests()) < 2 {
+			runtimeGosched()
+		}
+		cancel2()
+	}()
+	_, err = w.rt.Send(ctx2, id, "again")
+	require.ErrorIs(t, err, context.Canceled)
+	close(hold)
+}
+
+func TestExecutionStopDropsTheRest(t *testing.T) {
+	stopper := fn("stopper", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		s.Execution().Stop()
+		return toolrun.Text("stopping"), nil
+	})
+	p := triagePrompt()
+	p.Tools = append(p.Tools, toolrun.Use("stopper"))
+	w := newWorld(t, p, toolrun.Side{}, stopper)
+	w.p.Add(scripted.Calls(scripted.Call("stopper", nil), scripted.Call("get_issue", map[string]any{"number": 1})))
+	reply, err := w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.StopStopped, reply.StopReason)
+	assert.Equal(t, "user assistant+calls tool:stopper", roles(reply.Messages), "the rest of the queue is dropped without results")
+}
+
+func runtimeGosched() { time.Sleep(time.Millisecond) }
