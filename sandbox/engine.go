@@ -444,6 +444,15 @@ func classify(err *Error) Status {
 }
 
 func (e *engine) newError(name, msg string) goja.Value {
+	if e.errorCtor == nil {
+		// Captured on first use: a realm that never needs it does not pay
+		// for instantiating Error.
+		if o, ok := e.rt.GlobalObject().Get("Error").(*goja.Object); ok {
+			e.errorCtor = o
+		} else {
+			return e.rt.ToValue(name + ": " + msg)
+		}
+	}
 	obj, err := e.rt.New(e.errorCtor, e.rt.ToValue(msg))
 	if err != nil {
 		return e.rt.ToValue(msg)
@@ -507,12 +516,30 @@ func (e *engine) intrinsics() {
 	}
 }
 
+var (
+	presentOnce     sync.Once
+	presentIsolated []string
+)
+
+// presentIsolatedGlobals lists the names of isolatedGlobals that a fresh
+// goja realm defines; deleting only those keeps set-up cheap.
+func presentIsolatedGlobals() []string {
+	presentOnce.Do(func() {
+		g := goja.New().GlobalObject()
+		for _, n := range isolatedGlobals {
+			if v := g.Get(n); v != nil && !goja.IsUndefined(v) {
+				presentIsolated = append(presentIsolated, n)
+			}
+		}
+	})
+	return presentIsolated
+}
+
 func (e *engine) setup() error {
 	rt := e.rt
 	g := rt.GlobalObject()
 	e.objectProto = g.Prototype()
-	e.errorCtor = g.Get("Error").ToObject(rt)
-	for _, name := range isolatedGlobals {
+	for _, name := range presentIsolatedGlobals() {
 		_ = g.Delete(name)
 	}
 	if err := e.disableDynamicCode(); err != nil {
