@@ -27,7 +27,8 @@ type Schema struct {
 	doc      map[string]any
 	raw      json.RawMessage
 	compiled *validator.Schema
-	defaults bool // some subschema declares a default
+	fast     *fastNode // nil: no fast path for this schema
+	defaults bool      // some subschema declares a default
 }
 
 // Issue is one failing location of a validation.
@@ -190,7 +191,8 @@ func Compile(name string, doc any) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{doc: adv, raw: advRaw, compiled: compiled, defaults: hasDefaults(compiled, map[*validator.Schema]bool{})}, nil
+	return &Schema{doc: adv, raw: advRaw, compiled: compiled, fast: compileFast(parsed),
+		defaults: hasDefaults(compiled, map[*validator.Schema]bool{})}, nil
 }
 
 func hasDefaults(s *validator.Schema, seen map[*validator.Schema]bool) bool {
@@ -219,6 +221,9 @@ var printer = message.NewPrinter(language.English)
 // Validate checks v, a value decoded by [Decode], and returns every failing
 // location, sorted by path then message. It returns nil when v is valid.
 func (s *Schema) Validate(v any) []Issue {
+	if s.fast != nil && s.fast.valid(v) {
+		return nil
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil

@@ -1,0 +1,122 @@
+package schema
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+var diffSchemas = []string{
+	`{"type":"object","properties":{"q":{"type":"string","minLength":1,"maxLength":5,"pattern":"^[a-z]+$"},"n":{"type":"integer","minimum":1,"maximum":10},"e":{"enum":["a","b",1]},"t":{"type":"array","items":{"type":"number","exclusiveMinimum":0},"minItems":1,"maxItems":3},"o":{"type":"object","properties":{"x":{"type":["string","null"]}},"additionalProperties":false},"m":{"type":"object","additionalProperties":{"type":"boolean"}},"c":{"const":{"k":[1,2]}}},"required":["q"],"additionalProperties":false}`,
+	`{"type":"object","properties":{"f":{"type":"number","exclusiveMaximum":5},"s":{"type":"string","format":"email"}}}`,
+}
+
+func compileTest(t testing.TB, doc string) *Schema {
+	s, err := Compile("t", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestFastPathIsBuiltForGeneratedKeywords(t *testing.T) {
+	for _, d := range diffSchemas {
+		if compileTest(t, d).fast == nil {
+			t.Errorf("no fast path for %s", d)
+		}
+	}
+	if compileTest(t, `{"type":"object","anyOf":[{"required":["a"]}]}`).fast != nil {
+		t.Error("anyOf must disable the fast path")
+	}
+}
+
+func TestFastPathAgreesWithTheValidator(t *testing.T) {
+	inputs := []string{
+		`{"q":"abc"}`, `{"q":""}`, `{"q":"ABC"}`, `{"q":"abcdef"}`, `{}`, `{"q":"a","zz":1}`,
+		`{"q":"a","n":0}`, `{"q":"a","n":10}`, `{"q":"a","n":2.5}`, `{"q":"a","n":11}`,
+		`{"q":"a","e":"a"}`, `{"q":"a","e":1.0}`, `{"q":"a","e":"c"}`,
+		`{"q":"a","t":[]}`, `{"q":"a","t":[1,2]}`, `{"q":"a","t":[0]}`, `{"q":"a","t":[1,2,3,4]}`,
+		`{"q":"a","o":{"x":null}}`, `{"q":"a","o":{"x":1}}`, `{"q":"a","o":{"y":"s"}}`,
+		`{"q":"a","m":{"k":true}}`, `{"q":"a","m":{"k":"no"}}`,
+		`{"q":"a","c":{"k":[1,2]}}`, `{"q":"a","c":{"k":[2,1]}}`, `null`, `[]`, `"x"`,
+		`{"f":4.9}`, `{"f":5}`, `{"s":"not-an-email"}`, `{"q":"héé"}`,
+	}
+	for _, d := range diffSchemas {
+		s := compileTest(t, d)
+		for _, in := range inputs {
+			v, err := Decode([]byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fast := s.fast.valid(v)
+			full := s.compiled.Validate(v) == nil
+			if fast != full {
+				t.Errorf("schema %.40s… input %s: fast=%v validator=%v", d, in, fast, full)
+			}
+		}
+	}
+}
+
+// FuzzFastPath checks the safety property of the fast path on arbitrary
+// input: it never accepts what the validator rejects.
+func FuzzFastPath(f *testing.F) {
+	f.Add(`{"q":"abc","n":3,"t":[1],"e":"b"}`)
+	f.Add(`{"q":"a","o":{"x":"y"},"m":{"a":false}}`)
+	s := compileTest(f, diffSchemas[0])
+	f.Fuzz(func(t *testing.T, in string) {
+		v, err := Decode([]byte(in))
+		if err != nil {
+			return
+		}
+		if s.fast.valid(v) && s.compiled.Validate(v) != nil {
+			t.Fatalf("fast path accepted %s, which the validator rejects", in)
+		}
+	})
+}
+
+type rec struct {
+	Next *rec `json:"next"`
+}
+
+func TestForTypeRefusesRecursionAndStripsKeys(t *testing.T) {
+	if _, err := ForType(reflect.TypeFor[rec]()); err == nil || !strings.Contains(err.Error(), "schema.rec -> schema.rec") {
+		t.Fatalf("want a recursion error naming the cycle, got %v", err)
+	}
+	doc, err := ForType(reflect.TypeFor[struct {
+		A string `json:"a" jsonschema:"default=x"`
+	}]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(doc)
+	for _, k := range []string{"$schema", "$id", "$ref", "$defs"} {
+		if strings.Contains(string(b), k) {
+			t.Errorf("%s in %s", k, b)
+		}
+	}
+}
+
+func TestDefaultsPatch(t *testing.T) {
+	s := compileTest(t, `{"type":"object","properties":{"a":{"type":"integer","default":3},"o":{"type":"object","properties":{"b":{"default":"x"},"c":{}}},"arr":{"type":"array","items":{"type":"object","properties":{"d":{"default":1}}}}}}`)
+	v, _ := Decode([]byte(`{"o":{"c":1}}`))
+	p, full := s.DefaultsPatch(v)
+	if full {
+		t.Fatal("no array defaults needed")
+	}
+	got, _ := json.Marshal(p)
+	if string(got) != `{"a":3,"o":{"b":"x"}}` {
+		t.Fatalf("patch %s", got)
+	}
+	v, _ = Decode([]byte(`{"a":1,"o":{"b":"y"},"arr":[{}]}`))
+	if _, full = s.DefaultsPatch(v); !full {
+		t.Fatal("array item defaults need the full re-encode")
+	}
+	if !s.ApplyDefaults(v) {
+		t.Fatal("ApplyDefaults changed nothing")
+	}
+	got, _ = json.Marshal(v)
+	if string(got) != `{"a":1,"arr":[{"d":1}],"o":{"b":"y"}}` {
+		t.Fatalf("applied %s", got)
+	}
+}
