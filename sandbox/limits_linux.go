@@ -54,14 +54,3 @@ func setDataLimit(limit int64) func() {
 func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
-
-// pollable returns f switched to non-blocking mode and re-opened so that Go's
-// network poller serves it: a goroutine reading a blocking pipe holds its
-// thread in a system call, which delays the goroutines it wakes.
-func pollable(f *os.File) *os.File {
-	fd := int(f.Fd())
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return f
-	}
-	return os.NewFile(uintptr(fd), f.Name())
-}

@@ -787,8 +787,11 @@ func goEngine(f func()) {
 
 func init() {
 	if os.Getenv(WorkerEnv) == "1" {
-		in, out := pollable(os.Stdin), pollable(os.Stdout)
-		os.Exit(serveWorker(in, out))
+		// stdin stays a blocking file: its reader then sits in a read system
+		// call and sees a terminate frame at once even while the engine
+		// keeps the other threads busy (a poller-driven read may wait for
+		// the runtime's 10 ms network poll).
+		os.Exit(serveWorker(os.Stdin, os.Stdout))
 	}
 }
 

@@ -38,7 +38,6 @@ func (s *workerServer) send(f *frame) {
 // process exit code.
 func serveWorker(in io.Reader, out io.Writer) int {
 	debug.SetMaxStack(256 << 20)
-	runtime.GOMAXPROCS(1)
 	s := &workerServer{out: out, cache: map[string]*compiled{}}
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {
