@@ -347,9 +347,6 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		return turnResult{}, fmt.Errorf("toolrun: prompt %s: model %q is not registered", prompt.Name, prompt.Model)
 	}
 	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, total: total}
-	if err := rt.offerTools(ctx, ts); err != nil {
-		return turnResult{}, err
-	}
 	ceiling := rt.maxTotal
 	if side.MaxSteps > ceiling {
 		ceiling = side.MaxSteps
@@ -369,6 +366,11 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			return turnResult{stop: StopMaxTotalSteps, text: lastText}, nil
 		}
 		if err := ctx.Err(); err != nil {
+			return turnResult{}, err
+		}
+		// The offered tools are worked out for every request: the lifecycle
+		// tools depend on the child registry, which the last batch may have changed.
+		if err := rt.offerTools(ctx, ts); err != nil {
 			return turnResult{}, err
 		}
 		req, err := rt.buildRequest(ctx, ts, turnStart)

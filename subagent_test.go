@@ -216,3 +216,55 @@ func TestScopedEnvAndRequiredScopedVariables(t *testing.T) {
 	assert.Equal(t, "vault-key-1", env["VAULT"].Value, "scopedEnv copies the scoped value")
 	assert.Equal(t, "eu", env["REGION"].Value, "non-scoped values are inherited")
 }
+
+func TestAttachmentsAreCopiedToReceiverLocalPaths(t *testing.T) {
+	tm := newTeam(t, nil)
+	ctx := context.Background()
+	_, err := tm.rt.Store().WriteFile(ctx, tm.thread, "/attachments/report 2024.pdf", []byte("%PDF"), "application/pdf")
+	require.NoError(t, err)
+	tm.lead.Add(scripted.Calls(
+		scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "read it", "name": "r",
+			"attachments": []any{"/attachments/report 2024.pdf", "/etc/passwd", "/attachments/missing.png"}, "arguments": map[string]any{"topic": "t"}}),
+	), scripted.Calls(scripted.Call("subagent_message", map[string]any{"referenceId": "x", "message": "m"})), scripted.Text("done"))
+	tm.child.Add(scripted.Text("read"))
+	reply, err := tm.rt.Send(ctx, tm.thread, "go")
+	require.NoError(t, err)
+	msgs := toolResults(reply.Messages, "subagent_message")
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "Failed to execute tool: subagent_message requires attachments (use [] when none).", msgs[0].Content)
+	created := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, created, 1)
+	ref := created[0].SubagentID
+	files, err := tm.rt.Store().ListFiles(ctx, ref, "/attachments")
+	require.NoError(t, err)
+	require.Len(t, files, 1, "only existing /attachments/ paths are copied")
+	assert.Regexp(t, `^/attachments/report-2024-[0-9a-f]{8}\.pdf$`, files[0].Path)
+	data, _, err := tm.rt.Store().ReadFile(ctx, ref, files[0].Path)
+	require.NoError(t, err)
+	assert.Equal(t, "%PDF", string(data))
+	child, _ := tm.rt.Store().ListMessages(ctx, ref, toolrun.MessageQuery{IncludeSilent: true})
+	assert.Contains(t, contents(child.Messages), "Initial asset attachment path: "+files[0].Path, "the child is told its own local path")
+}
+
+func TestSubpromptInitAttachments(t *testing.T) {
+	viewer := &toolrun.Prompt{Name: "viewer", Model: "m", ToolDescription: "Look at files", Text: "Describe.",
+		RequiredSchema: `{"type":"object","properties":{"files":{"type":"array","items":{"type":"string"}}},"required":["files"]}`}
+	main := triagePrompt()
+	main.Tools = append(main.Tools, &toolrun.SubpromptConfig{Name: "viewer", InitAttachmentsProperty: "files"})
+	w := newWorld(t, main, toolrun.Side{}, viewer)
+	id := w.thread(t)
+	_, err := w.rt.Store().WriteFile(context.Background(), id, "/attachments/a.png", []byte("png"), "image/png")
+	require.NoError(t, err)
+	w.p.Add(scripted.Calls(scripted.Call("viewer", map[string]any{"files": []string{"/attachments/a.png", "/attachments/nope.png", "/tmp/x"}})),
+		scripted.Text("A picture."), scripted.Text("done"))
+	_, err = w.rt.Send(context.Background(), id, "look")
+	require.NoError(t, err)
+	sub := w.p.Requests()[1]
+	require.Len(t, sub.Messages, 1)
+	init := sub.Messages[0]
+	assert.Equal(t, toolrun.RoleUser, init.Role)
+	assert.Equal(t, "", init.Content, "no text, valid attachments: an empty user message")
+	require.Len(t, init.Attachments, 1)
+	assert.Equal(t, "/attachments/a.png", init.Attachments[0].Path)
+	assert.Equal(t, "image/png", init.Attachments[0].MimeType)
+}
