@@ -38,6 +38,12 @@ func (s *workerServer) send(f *frame) {
 // process exit code.
 func serveWorker(in io.Reader, out io.Writer) int {
 	debug.SetMaxStack(256 << 20)
+	// The engine keeps one P busy while JavaScript runs; a second P lets the
+	// frame reader see a terminate frame at once instead of at the
+	// runtime's next 10 ms poll.
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
 	s := &workerServer{out: out, cache: map[string]*compiled{}}
 	br := bufio.NewReaderSize(in, 64<<10)
 	for {

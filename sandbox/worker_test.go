@@ -4,7 +4,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,4 +51,33 @@ func TestHelperBinary(t *testing.T) {
 	// Run by hand it explains itself and exits non-zero.
 	err = exec.Command(bin).Run()
 	assert.Error(t, err)
+}
+
+// TestTerminateWithOneCPU checks that a worker started with GOMAXPROCS=1
+// still notices a terminate frame promptly while JavaScript spins.
+func TestTerminateWithOneCPU(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "1") // inherited by the worker processes only
+	r := New(&RunnerOptions{PoolSize: 1})
+	defer r.Close()
+	var times []time.Duration
+	for i := 0; i < 7; i++ {
+		started := make(chan struct{}, 1)
+		run := r.Start(testCtx, "export default () => { report(1); for(;;){} }", &Options{Report: func(any) {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+		}})
+		<-started
+		time.Sleep(5 * time.Millisecond)
+		t0 := time.Now()
+		run.Terminate("stop")
+		res := wait(t, run)
+		requireStatus(t, res, StatusTerminated)
+		times = append(times, time.Since(t0))
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	// Without the second P the frame waits for a scheduler tick (10 ms or
+	// more); well below the kill grace period either way.
+	assert.Less(t, times[len(times)/2], 8*time.Millisecond, "median terminate")
 }
