@@ -93,6 +93,9 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	s.b.env[name] = v
 	s.b.redOK = false
 	s.b.mu.Unlock()
+	if s.b.turn != nil {
+		return s.b.turn.rt.propagateEnv(ctx, s.b.threadID, name, v, 0)
+	}
 	return nil
 }
 

@@ -592,3 +592,39 @@ func (rt *Runtime) Terminate(ctx context.Context, threadID string) error {
 	}
 	return nil
 }
+
+// propagateEnv carries a thread env write down to every live descendant
+// for which the name is not scoped (reference D5, without its quirk of
+// replacing the descendant's whole env).
+func (rt *Runtime) propagateEnv(ctx context.Context, threadID, name string, v EnvValue, depth int) error {
+	if depth > 32 {
+		return nil
+	}
+	children, err := rt.store.Children(ctx, threadID)
+	if err != nil {
+		return &StoreError{Op: "list children", Err: err}
+	}
+	for _, c := range children {
+		if c.Status == ChildTerminated {
+			continue
+		}
+		if a, ok := rt.reg.Agent(c.Agent); ok {
+			scoped := false
+			for _, sv := range rt.scopedVars(a) {
+				if sv.Name == name {
+					scoped = true
+				}
+			}
+			if scoped {
+				continue
+			}
+		}
+		if err := rt.store.SetEnv(ctx, ScopeThread, c.Reference, name, v); err != nil {
+			return &StoreError{Op: "propagate env to " + c.Reference, Err: err}
+		}
+		if err := rt.propagateEnv(ctx, c.Reference, name, v, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -268,3 +268,38 @@ func TestSubpromptInitAttachments(t *testing.T) {
 	assert.Equal(t, "/attachments/a.png", init.Attachments[0].Path)
 	assert.Equal(t, "image/png", init.Attachments[0].MimeType)
 }
+
+func TestSetEnvPropagatesToLiveDescendantsExceptScopedNames(t *testing.T) {
+	tm := newTeam(t, map[string]toolrun.EnvValue{"VAULT": {Value: "vault-key-1"}})
+	ctx := context.Background()
+	tm.lead.Add(scripted.Calls(
+		scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "m", "attachments": []any{}, "name": "r", "arguments": map[string]any{"topic": "t"}}),
+		scripted.Call("subagent_create", map[string]any{"agent": "vault_with_key", "message": "m", "attachments": []any{}, "name": "v"}),
+	), scripted.Text("done"))
+	tm.child.Add(scripted.Text("r done"), scripted.Text("v done"))
+	reply, err := tm.rt.Send(ctx, tm.thread, "go")
+	require.NoError(t, err)
+	created := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, created, 2)
+	tm.rt.Wait()
+	// A tool on the parent writes env: REGION flows down; VAULT is scoped
+	// for the vault keeper and does not.
+	reg := tm.rt.Executor().Registry()
+	require.NoError(t, reg.Register(fn("set_env", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		if err := s.SetEnv(ctx, "REGION", "us", toolrun.VarText); err != nil {
+			return toolrun.Result{}, err
+		}
+		return toolrun.Text("set"), s.SetEnv(ctx, "VAULT", "vault-key-2", "")
+	})))
+	lead, _ := reg.Prompt("lead_prompt")
+	lead.Tools = append(lead.Tools, toolrun.Use("set_env"))
+	tm.lead.Add(scripted.Calls(scripted.Call("set_env", nil)), scripted.Text("ok"))
+	_, err = tm.rt.Send(ctx, tm.thread, "set")
+	require.NoError(t, err)
+	r, _ := tm.rt.Store().ListEnv(ctx, toolrun.ScopeThread, created[0].SubagentID)
+	v, _ := tm.rt.Store().ListEnv(ctx, toolrun.ScopeThread, created[1].SubagentID)
+	assert.Equal(t, "us", r["REGION"].Value)
+	assert.Equal(t, "vault-key-2", r["VAULT"].Value, "not scoped for the researcher")
+	assert.Equal(t, "us", v["REGION"].Value)
+	assert.Equal(t, "vault-key-1", v["VAULT"].Value, "scoped for the vault keeper: not overwritten")
+}
