@@ -497,6 +497,8 @@ func TestIsolation(t *testing.T) {
 			"(function(){}).constructor('return 1')()",
 			"(async () => {}).constructor('return 1')",
 			"(function*(){}).constructor('yield 1')",
+			"(async function*(){}).constructor('yield 1')",
+			"Object.getPrototypeOf(async function*(){}).constructor('yield 1')",
 			"Object.getPrototypeOf(function(){}).constructor('return 1')()",
 			"Reflect.construct(Function, ['return 1'])",
 			"eval('1+1')",
@@ -507,9 +509,15 @@ func TestIsolation(t *testing.T) {
 			requireStatus(t, res, StatusSuccess)
 			assert.Equal(t, "EvalError: Dynamic code loading is disabled", res.Value, expr)
 		}
-		res = runCode(t, r, "export default () => [(() => 1) instanceof Function, typeof Function.prototype.call, [1,2].map(x => x * 2)];", nil)
+		res = runCode(t, r, `async function* gen() { yield 1; await null; yield 2; }
+export default async () => {
+  const out: number[] = [];
+  for await (const v of gen()) out.push(v);
+  function* g() { yield 3; }
+  return [(() => 1) instanceof Function, typeof Function.prototype.call, [1,2].map(x => x * 2), out, [...g()]];
+};`, nil)
 		requireStatus(t, res, StatusSuccess)
-		assert.Equal(t, []any{true, "function", []any{2.0, 4.0}}, res.Value, "ordinary functions still work")
+		assert.Equal(t, []any{true, "function", []any{2.0, 4.0}, []any{1.0, 2.0}, []any{3.0}}, res.Value, "ordinary, generator and async generator functions still work")
 	})
 }
 
