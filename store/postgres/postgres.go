@@ -1,0 +1,787 @@
+//go:build toolrun_postgres
+
+// Package postgres is a [toolrun.Store] in PostgreSQL, for several service
+// instances that share one database. It uses github.com/jackc/pgx/v5.
+//
+//	st, err := postgres.Open(ctx, "postgres://app@db/toolrun", nil)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer st.Close()
+//
+//	// Own the thread before running it, and write through the lease.
+//	lease, err := st.AcquireLease(ctx, threadID, instanceID, 30*time.Second)
+//	if err != nil {
+//		log.Fatal(err)
+//	}
+//	defer st.ReleaseLease(ctx, lease)
+//	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: st.WithLease(lease)})
+//
+// # Consistency
+//
+// Every write is one round trip and one transaction. AppendMessages is a
+// single statement that locks the thread's row, takes the next Seqs from it
+// and inserts every message, so concurrent appends from any number of
+// instances get unique, increasing Seqs and a batch is stored whole or not
+// at all. A unique index refuses a second result for a tool call
+// ([toolrun.ErrDuplicateToolResult]).
+//
+// # Thread ownership
+//
+// A lease ([Lease]) says which owner (a service instance) runs a thread; see
+// [Store.AcquireLease]. Its token grows on every takeover. A store bound to
+// a lease with [Store.WithLease] checks, in the same transaction as each
+// write to that thread, that the lease is still current, and fails with
+// [ErrStaleLease] otherwise: an instance that stalled past its lease's
+// expiry cannot write over the new owner's work. Leases use the database's
+// clock, so instances need no synchronised clocks.
+//
+// # Schema
+//
+// Open and New create or upgrade the tables to [SchemaVersion] under a
+// PostgreSQL advisory lock, recording versions in schema_version. The
+// tables live in the first schema of the connection's search_path, or in
+// Options.Schema.
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/toolrun/toolrun"
+)
+
+// Options configure a Store. A nil *Options means defaults.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds the tables; Open creates it
+	// if needed and puts it first on every connection's search_path. ""
+	// means the connection's own search_path (normally "public"). New
+	// ignores it: set search_path in the pool's configuration.
+	Schema string
+	// MaxConns caps the pool Open creates; 0 means pgxpool's default.
+	MaxConns int32
+}
+
+// Store is a toolrun.Store in PostgreSQL. It is safe for concurrent use, and
+// any number of Stores, in any number of processes, may share a database.
+type Store struct {
+	pool  *pgxpool.Pool
+	owned bool   // Close closes pool
+	lease *Lease // writes to lease.ThreadID are fenced; nil: none
+}
+
+var _ toolrun.Store = (*Store)(nil)
+
+// Open connects to the database at url (a PostgreSQL URL or key=value
+// string), creates Options.Schema if set, and applies schema migrations.
+// Close the Store when done.
+func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.Schema != "" {
+		// Create the schema on a plain connection first; the pool's
+		// connections then start with it on their search_path.
+		conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig.Copy())
+		if err != nil {
+			return nil, fmt.Errorf("postgres: open: %w", err)
+		}
+		_, err = conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{opts.Schema}.Sanitize())
+		conn.Close(ctx)
+		if err != nil && !isCode(err, "23505", "42P06") { // a concurrent CREATE SCHEMA won the race
+			return nil, fmt.Errorf("postgres: open: create schema %q: %w", opts.Schema, err)
+		}
+		cfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{opts.Schema}.Sanitize()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: migrate schema: %w", err)
+	}
+	return &Store{pool: pool, owned: true}, nil
+}
+
+// New returns a Store on an existing pool after applying schema migrations
+// in the first schema of its search_path. Closing the Store does not close
+// pool. opts may be nil; its fields apply to Open only.
+func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if err := migrate(ctx, pool); err != nil {
+		return nil, fmt.Errorf("postgres: migrate schema: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool returns the underlying connection pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool if Open created it and this is not a store
+// returned by WithLease. It may be called more than once.
+func (s *Store) Close() error {
+	if s.owned && s.lease == nil {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// fenced reports whether writes to thread must check the lease.
+func (s *Store) fenced(thread string) bool { return s.lease != nil && s.lease.ThreadID == thread }
+
+// isCode reports whether err is a PostgreSQL error with one of the codes.
+func isCode(err error, codes ...string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && slices.Contains(codes, pe.Code)
+}
+
+// mapErr turns PostgreSQL errors the Store contract names into sentinels.
+func mapErr(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch {
+	case pe.Code == "TRL01":
+		return fmt.Errorf("%w: %s", ErrStaleLease, pe.Message)
+	case pe.Code == "23505" && pe.ConstraintName == "messages_tool_result":
+		return toolrun.ErrDuplicateToolResult
+	}
+	return err
+}
+
+// writeQuery runs a write that returns rows, calling each for every row.
+// When the store is bound to a lease on thread, the lease check and the
+// write go in one batch: one round trip, one implicit transaction.
+func (s *Store) writeQuery(ctx context.Context, thread, query string, args []any, each func(pgx.Rows) error) error {
+	if !s.fenced(thread) {
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return mapErr(err)
+		}
+		return mapErr(drain(rows, each))
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT toolrun_check_lease($1, $2)`, thread, s.lease.Token)
+	b.Queue(query, args...)
+	br := s.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return mapErr(err)
+	}
+	rows, err := br.Query()
+	if err == nil {
+		err = drain(rows, each)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return mapErr(err)
+}
+
+// writeExec runs a write that returns no rows and reports rows affected.
+func (s *Store) writeExec(ctx context.Context, thread, query string, args ...any) (int64, error) {
+	if !s.fenced(thread) {
+		tag, err := s.pool.Exec(ctx, query, args...)
+		return tag.RowsAffected(), mapErr(err)
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT toolrun_check_lease($1, $2)`, thread, s.lease.Token)
+	b.Queue(query, args...)
+	br := s.pool.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return 0, mapErr(err)
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag.RowsAffected(), mapErr(err)
+}
+
+func drain(rows pgx.Rows, each func(pgx.Rows) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// newID returns a message id: "msg_" and 16 random hex digits, the form
+// the root package uses.
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "msg_" + hex.EncodeToString(b[:])
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// ---- threads ----
+
+// CreateThread implements toolrun.ThreadStore.
+func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
+	if t.ID == "" {
+		return errors.New("postgres: create thread: empty id")
+	}
+	created := t.CreatedAt
+	if created.IsZero() {
+		created = now()
+	}
+	var props, tags []byte
+	var err error
+	if t.Properties != nil {
+		if props, err = json.Marshal(t.Properties); err != nil {
+			return fmt.Errorf("postgres: create thread %q: properties: %w", t.ID, err)
+		}
+	}
+	if t.Tags != nil {
+		if tags, err = json.Marshal(t.Tags); err != nil {
+			return fmt.Errorf("postgres: create thread %q: tags: %w", t.ID, err)
+		}
+	}
+	n, err := s.writeExec(ctx, t.ID, `INSERT INTO threads (id, agent_id, user_id, parent_id, properties, tags, created_at, terminated_at)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8) ON CONFLICT (id) DO NOTHING`,
+		t.ID, t.AgentID, t.UserID, t.ParentID, jsonArg(props), jsonArg(tags), created, nullTime(t.TerminatedAt))
+	if err == nil && n == 0 {
+		err = toolrun.ErrThreadExists
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
+	}
+	t.CreatedAt = created
+	return nil
+}
+
+// jsonArg passes encoded JSON as text, or NULL when b is nil.
+func jsonArg(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
+}
+
+// GetThread implements toolrun.ThreadStore.
+func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, error) {
+	t := toolrun.Thread{ID: id}
+	var props, tags []byte
+	var terminated *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT agent_id, user_id, parent_id, properties::text, tags::text, created_at, terminated_at
+		FROM threads WHERE id = $1`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &props, &tags, &t.CreatedAt, &terminated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get thread %q: %w", id, err)
+	}
+	t.CreatedAt = utc(t.CreatedAt)
+	if terminated != nil {
+		t.TerminatedAt = terminated.UTC()
+	}
+	if props != nil {
+		if err := json.Unmarshal(props, &t.Properties); err != nil {
+			return nil, fmt.Errorf("postgres: get thread %q: properties: %w", id, err)
+		}
+	}
+	if tags != nil {
+		if err := json.Unmarshal(tags, &t.Tags); err != nil {
+			return nil, fmt.Errorf("postgres: get thread %q: tags: %w", id, err)
+		}
+	}
+	return &t, nil
+}
+
+// UpdateThread implements toolrun.ThreadStore.
+func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
+	var props, tags []byte
+	var err error
+	if t.Properties != nil {
+		if props, err = json.Marshal(t.Properties); err != nil {
+			return fmt.Errorf("postgres: update thread %q: properties: %w", t.ID, err)
+		}
+	}
+	if t.Tags != nil {
+		if tags, err = json.Marshal(t.Tags); err != nil {
+			return fmt.Errorf("postgres: update thread %q: tags: %w", t.ID, err)
+		}
+	}
+	n, err := s.writeExec(ctx, t.ID, `UPDATE threads SET agent_id = $2, user_id = $3, parent_id = $4, properties = $5::jsonb,
+		tags = $6::jsonb, terminated_at = $7 WHERE id = $1`,
+		t.ID, t.AgentID, t.UserID, t.ParentID, jsonArg(props), jsonArg(tags), nullTime(t.TerminatedAt))
+	if err == nil && n == 0 {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: update thread %q: %w", t.ID, err)
+	}
+	return nil
+}
+
+// ---- messages ----
+
+// appendSQL inserts the messages given as parallel arrays in one statement:
+// the UPDATE locks the thread's row (ordering concurrent appends) and hands
+// out the next Seqs; no row comes back when the thread does not exist.
+const appendSQL = `WITH t AS (
+	UPDATE threads SET next_seq = next_seq + $2 WHERE id = $1 RETURNING next_seq - $2 AS base
+)
+INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, body)
+SELECT $1, t.base + m.ord, m.id, m.role, m.tool_call_id, m.depth, m.silent, m.created_at, m.body::json
+FROM t, unnest($3::text[], $4::text[], $5::text[], $6::integer[], $7::boolean[], $8::timestamptz[], $9::text[])
+	WITH ORDINALITY AS m(id, role, tool_call_id, depth, silent, created_at, body, ord)
+RETURNING seq`
+
+// AppendMessages implements toolrun.MessageStore.
+func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
+	n := len(msgs)
+	ids, roles, callIDs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	depths, silent, created := make([]int32, n), make([]bool, n), make([]time.Time, n)
+	t0 := now()
+	for i, m := range msgs {
+		ids[i], created[i] = m.ID, m.CreatedAt
+		if ids[i] == "" {
+			ids[i] = newID()
+		}
+		if created[i].IsZero() {
+			created[i] = t0
+		}
+		c := *m
+		c.ID, c.ThreadID, c.CreatedAt, c.Seq = ids[i], threadID, created[i], 0
+		b, err := json.Marshal(&c)
+		if err != nil {
+			return fmt.Errorf("postgres: append to thread %q: encode message %d: %w", threadID, i, err)
+		}
+		roles[i], callIDs[i], depths[i], silent[i], bodies[i] = string(m.Role), m.ToolCallID, int32(m.Depth), m.Silent, string(b)
+	}
+	var base int64 = -1
+	got := 0
+	var err error
+	if n == 0 {
+		var one int
+		err = s.pool.QueryRow(ctx, `SELECT 1 FROM threads WHERE id = $1`, threadID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = toolrun.ErrNotFound
+		}
+	} else {
+		err = s.writeQuery(ctx, threadID, appendSQL, []any{threadID, n, ids, roles, callIDs, depths, silent, created, bodies},
+			func(r pgx.Rows) error {
+				var seq int64
+				if err := r.Scan(&seq); err != nil {
+					return err
+				}
+				if base < 0 || seq-1 < base {
+					base = seq - 1
+				}
+				got++
+				return nil
+			})
+		if err == nil && got == 0 {
+			err = toolrun.ErrNotFound
+		}
+		if err == nil && got != n {
+			err = fmt.Errorf("inserted %d of %d messages", got, n)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
+	}
+	for i, m := range msgs {
+		m.Seq = base + int64(i) + 1
+		m.ID, m.ThreadID, m.CreatedAt = ids[i], threadID, created[i]
+	}
+	return nil
+}
+
+func decodeMessage(threadID string, seq int64, id string, created time.Time, body []byte) (toolrun.Message, error) {
+	var m toolrun.Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, fmt.Errorf("decode message %d: %w", seq, err)
+	}
+	m.ThreadID, m.Seq, m.ID, m.CreatedAt = threadID, seq, id, created.UTC()
+	return m, nil
+}
+
+// ListMessages implements toolrun.MessageStore. Total comes from the
+// message_counts table, in the same statement as the page.
+func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
+	filter := ``
+	args := []any{threadID}
+	if !q.IncludeSilent {
+		filter += ` AND NOT silent`
+	}
+	if q.MaxDepth >= 0 {
+		filter += ` AND depth <= $2`
+		args = append(args, q.MaxDepth)
+	}
+	count := `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = $1` + filter
+	dir := "DESC"
+	if q.Order == toolrun.OrderAsc {
+		dir = "ASC"
+	}
+	var limit *int64
+	if q.Limit > 0 {
+		l := int64(q.Limit)
+		limit = &l
+	}
+	off := int64(max(q.Offset, 0))
+	na := len(args)
+	query := fmt.Sprintf(`SELECT seq, id, created_at, body::text, (%s) FROM messages WHERE thread_id = $1%s ORDER BY seq %s LIMIT $%d OFFSET $%d`,
+		count, filter, dir, na+1, na+2)
+	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
+	rows, err := s.pool.Query(ctx, query, append(args, limit, off)...)
+	if err == nil {
+		err = drain(rows, func(r pgx.Rows) error {
+			var (
+				seq     int64
+				id      string
+				created time.Time
+				body    []byte
+				total   int64
+			)
+			if err := r.Scan(&seq, &id, &created, &body, &total); err != nil {
+				return err
+			}
+			page.Total = int(total)
+			m, err := decodeMessage(threadID, seq, id, created, body)
+			page.Messages = append(page.Messages, m)
+			return err
+		})
+	}
+	if err == nil && len(page.Messages) == 0 {
+		var total int64
+		err = s.pool.QueryRow(ctx, count, args...).Scan(&total)
+		page.Total = int(total)
+	}
+	if err != nil {
+		return toolrun.MessagePage{}, fmt.Errorf("postgres: list messages of thread %q: %w", threadID, err)
+	}
+	page.HasMore = int(off)+len(page.Messages) < page.Total
+	if q.Order == toolrun.OrderDefault {
+		slices.Reverse(page.Messages)
+	}
+	return page, nil
+}
+
+// ToolResult implements toolrun.MessageStore.
+func (s *Store) ToolResult(ctx context.Context, threadID, toolCallID string) (*toolrun.Message, error) {
+	var (
+		seq     int64
+		id      string
+		created time.Time
+		body    []byte
+	)
+	err := s.pool.QueryRow(ctx, `SELECT seq, id, created_at, body::text FROM messages
+		WHERE thread_id = $1 AND tool_call_id = $2 AND role = 'tool' AND tool_call_id <> ''`, threadID, toolCallID).
+		Scan(&seq, &id, &created, &body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	var m toolrun.Message
+	if err == nil {
+		m, err = decodeMessage(threadID, seq, id, created, body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: tool result %q of thread %q: %w", toolCallID, threadID, err)
+	}
+	return &m, nil
+}
+
+// ---- values ----
+
+// GetValue implements toolrun.ValueStore.
+func (s *Store) GetValue(ctx context.Context, threadID, key string) (json.RawMessage, error) {
+	var v []byte
+	err := s.pool.QueryRow(ctx, `SELECT value::text FROM thread_values WHERE thread_id = $1 AND key = $2`, threadID, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get value %q of thread %q: %w", key, threadID, err)
+	}
+	return json.RawMessage(v), nil
+}
+
+// SetValue implements toolrun.ValueStore.
+func (s *Store) SetValue(ctx context.Context, threadID, key string, value json.RawMessage) error {
+	var err error
+	switch {
+	case len(value) == 0 || strings.TrimSpace(string(value)) == "null":
+		_, err = s.writeExec(ctx, threadID, `DELETE FROM thread_values WHERE thread_id = $1 AND key = $2`, threadID, key)
+	case !json.Valid(value):
+		err = errors.New("not valid JSON")
+	default:
+		_, err = s.writeExec(ctx, threadID, `INSERT INTO thread_values (thread_id, key, value) VALUES ($1, $2, $3::text::json)
+			ON CONFLICT (thread_id, key) DO UPDATE SET value = EXCLUDED.value`, threadID, key, string(value))
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: set value %q of thread %q: %w", key, threadID, err)
+	}
+	return nil
+}
+
+// ---- env ----
+
+// fenceOwner is the thread an env write is fenced on: the owner of a
+// thread-scope value; user values belong to no thread.
+func fenceOwner(scope toolrun.EnvScope, owner string) string {
+	if scope == toolrun.ScopeThread {
+		return owner
+	}
+	return ""
+}
+
+// GetEnv implements toolrun.EnvStore.
+func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
+	var v toolrun.EnvValue
+	var typ string
+	err := s.pool.QueryRow(ctx, `SELECT value, type FROM env WHERE scope = $1 AND owner_id = $2 AND name = $3`,
+		string(scope), ownerID, name).Scan(&v.Value, &typ)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return toolrun.EnvValue{}, fmt.Errorf("postgres: get env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	v.Type = toolrun.VarType(typ)
+	return v, nil
+}
+
+// SetEnv implements toolrun.EnvStore.
+func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
+	_, err := s.writeExec(ctx, fenceOwner(scope, ownerID), `INSERT INTO env (scope, owner_id, name, value, type) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = EXCLUDED.value, type = EXCLUDED.type`,
+		string(scope), ownerID, name, v.Value, string(v.Type))
+	if err != nil {
+		return fmt.Errorf("postgres: set env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	return nil
+}
+
+// DeleteEnv implements toolrun.EnvStore.
+func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) error {
+	_, err := s.writeExec(ctx, fenceOwner(scope, ownerID), `DELETE FROM env WHERE scope = $1 AND owner_id = $2 AND name = $3`,
+		string(scope), ownerID, name)
+	if err != nil {
+		return fmt.Errorf("postgres: delete env %s/%s/%s: %w", scope, ownerID, name, err)
+	}
+	return nil
+}
+
+// ListEnv implements toolrun.EnvStore.
+func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
+	out := map[string]toolrun.EnvValue{}
+	rows, err := s.pool.Query(ctx, `SELECT name, value, type FROM env WHERE scope = $1 AND owner_id = $2`, string(scope), ownerID)
+	if err == nil {
+		err = drain(rows, func(r pgx.Rows) error {
+			var name, value, typ string
+			if err := r.Scan(&name, &value, &typ); err != nil {
+				return err
+			}
+			out[name] = toolrun.EnvValue{Value: value, Type: toolrun.VarType(typ)}
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list env %s/%s: %w", scope, ownerID, err)
+	}
+	return out, nil
+}
+
+// ---- files ----
+
+// WriteFile implements toolrun.FileStore.
+func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: now()}
+	err := s.writeQuery(ctx, threadID, `INSERT INTO files AS f (thread_id, path, mime_type, size, created_at, updated_at, data)
+		VALUES ($1, $2, $3, $4, $5, $5, $6)
+		ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = EXCLUDED.mime_type, size = EXCLUDED.size,
+			updated_at = EXCLUDED.updated_at, data = EXCLUDED.data
+		RETURNING f.created_at`, []any{threadID, path, mimeType, info.Size, info.UpdatedAt, data},
+		func(r pgx.Rows) error { return r.Scan(&info.CreatedAt) })
+	if err != nil {
+		return toolrun.FileInfo{}, fmt.Errorf("postgres: write file %q of thread %q: %w", path, threadID, err)
+	}
+	info.CreatedAt = info.CreatedAt.UTC()
+	return info, nil
+}
+
+// ReadFile implements toolrun.FileStore.
+func (s *Store) ReadFile(ctx context.Context, threadID, path string) ([]byte, toolrun.FileInfo, error) {
+	info := toolrun.FileInfo{Path: path}
+	var data []byte
+	err := s.pool.QueryRow(ctx, `SELECT mime_type, size, created_at, updated_at, data FROM files WHERE thread_id = $1 AND path = $2`,
+		threadID, path).Scan(&info.MimeType, &info.Size, &info.CreatedAt, &info.UpdatedAt, &data)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return nil, toolrun.FileInfo{}, fmt.Errorf("postgres: read file %q of thread %q: %w", path, threadID, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	info.CreatedAt, info.UpdatedAt = info.CreatedAt.UTC(), info.UpdatedAt.UTC()
+	return data, info, nil
+}
+
+// StatFile implements toolrun.FileStore.
+func (s *Store) StatFile(ctx context.Context, threadID, path string) (toolrun.FileInfo, error) {
+	info := toolrun.FileInfo{Path: path}
+	err := s.pool.QueryRow(ctx, `SELECT mime_type, size, created_at, updated_at FROM files WHERE thread_id = $1 AND path = $2`,
+		threadID, path).Scan(&info.MimeType, &info.Size, &info.CreatedAt, &info.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return toolrun.FileInfo{}, fmt.Errorf("postgres: stat file %q of thread %q: %w", path, threadID, err)
+	}
+	info.CreatedAt, info.UpdatedAt = info.CreatedAt.UTC(), info.UpdatedAt.UTC()
+	return info, nil
+}
+
+// ListFiles implements toolrun.FileStore. Paths compare in byte order (the
+// column's collation is "C"): the files strictly below dir are those in
+// [dir+"/", dir+"0"), as '0' follows '/'.
+func (s *Store) ListFiles(ctx context.Context, threadID, dir string) ([]toolrun.FileInfo, error) {
+	q := `SELECT path, mime_type, size, created_at, updated_at FROM files WHERE thread_id = $1`
+	args := []any{threadID}
+	if d := strings.TrimSuffix(dir, "/"); d != "" {
+		q += ` AND (path = $2 OR (path >= $3 AND path < $4))`
+		args = append(args, d, d+"/", d+"0")
+	}
+	out := []toolrun.FileInfo{}
+	rows, err := s.pool.Query(ctx, q+` ORDER BY path`, args...)
+	if err == nil {
+		err = drain(rows, func(r pgx.Rows) error {
+			var f toolrun.FileInfo
+			if err := r.Scan(&f.Path, &f.MimeType, &f.Size, &f.CreatedAt, &f.UpdatedAt); err != nil {
+				return err
+			}
+			f.CreatedAt, f.UpdatedAt = f.CreatedAt.UTC(), f.UpdatedAt.UTC()
+			out = append(out, f)
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list files %q of thread %q: %w", dir, threadID, err)
+	}
+	return out, nil
+}
+
+// DeleteFile implements toolrun.FileStore.
+func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
+	n, err := s.writeExec(ctx, threadID, `DELETE FROM files WHERE thread_id = $1 AND path = $2`, threadID, path)
+	if err == nil && n == 0 {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: delete file %q of thread %q: %w", path, threadID, err)
+	}
+	return nil
+}
+
+// ---- children ----
+
+// PutChild implements toolrun.ChildStore. It is fenced on the parent thread.
+func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
+	t := now()
+	created := e.CreatedAt
+	if created.IsZero() {
+		created = t
+	}
+	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
+	body, err := json.Marshal(&e)
+	if err == nil {
+		_, err = s.writeExec(ctx, e.ParentID, `INSERT INTO children (parent_id, reference, created_at, updated_at, body)
+			VALUES ($1, $2, $3, $4, $5::text::json)
+			ON CONFLICT (parent_id, reference) DO UPDATE SET updated_at = EXCLUDED.updated_at, body = EXCLUDED.body`,
+			e.ParentID, e.Reference, created, t, string(body))
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: put child %q of %q: %w", e.Reference, e.ParentID, err)
+	}
+	return nil
+}
+
+func scanChild(r pgx.Row) (toolrun.ChildEntry, error) {
+	var created, updated time.Time
+	var body []byte
+	if err := r.Scan(&created, &updated, &body); err != nil {
+		return toolrun.ChildEntry{}, err
+	}
+	var e toolrun.ChildEntry
+	if err := json.Unmarshal(body, &e); err != nil {
+		return e, err
+	}
+	e.CreatedAt, e.UpdatedAt = created.UTC(), updated.UTC()
+	return e, nil
+}
+
+// Child implements toolrun.ChildStore.
+func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.ChildEntry, error) {
+	e, err := scanChild(s.pool.QueryRow(ctx, `SELECT created_at, updated_at, body::text FROM children WHERE parent_id = $1 AND reference = $2`,
+		parentID, reference))
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = toolrun.ErrNotFound
+	}
+	if err != nil {
+		return toolrun.ChildEntry{}, fmt.Errorf("postgres: child %q of %q: %w", reference, parentID, err)
+	}
+	return e, nil
+}
+
+// Children implements toolrun.ChildStore.
+func (s *Store) Children(ctx context.Context, parentID string) ([]toolrun.ChildEntry, error) {
+	out := []toolrun.ChildEntry{}
+	rows, err := s.pool.Query(ctx, `SELECT created_at, updated_at, body::text FROM children WHERE parent_id = $1 ORDER BY ord`, parentID)
+	if err == nil {
+		err = drain(rows, func(r pgx.Rows) error {
+			e, err := scanChild(r)
+			out = append(out, e)
+			return err
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: children of %q: %w", parentID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,163 @@
+//go:build toolrun_postgres
+
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrations are the schema versions in order: migrations[i] takes the
+// database from version i to version i+1. Released entries never change;
+// new versions are appended. They run in the schema first on the
+// connection's search_path.
+var migrations = []string{
+	// 1: the initial schema.
+	`
+CREATE TABLE threads (
+	id            text PRIMARY KEY,
+	agent_id      text NOT NULL DEFAULT '',
+	user_id       text NOT NULL DEFAULT '',
+	parent_id     text NOT NULL DEFAULT '',
+	properties    jsonb,
+	tags          jsonb,
+	created_at    timestamptz NOT NULL,
+	terminated_at timestamptz,
+	next_seq      bigint NOT NULL DEFAULT 0 -- the last Seq handed out; its row lock orders appends
+);
+
+CREATE TABLE messages (
+	thread_id    text    NOT NULL,
+	seq          bigint  NOT NULL,
+	id           text    NOT NULL,
+	role         text    NOT NULL,
+	tool_call_id text    NOT NULL DEFAULT '',
+	depth        integer NOT NULL DEFAULT 0,
+	silent       boolean NOT NULL DEFAULT false,
+	created_at   timestamptz NOT NULL,
+	body         json    NOT NULL, -- the whole message
+	PRIMARY KEY (thread_id, seq)
+);
+
+-- One stored result per tool call and thread, enforced by the database.
+CREATE UNIQUE INDEX messages_tool_result ON messages (thread_id, tool_call_id)
+	WHERE role = 'tool' AND tool_call_id <> '';
+
+-- The number of messages per thread, silence and depth, kept by a trigger,
+-- so ListMessages finds Total without counting rows.
+CREATE TABLE message_counts (
+	thread_id text    NOT NULL,
+	silent    boolean NOT NULL,
+	depth     integer NOT NULL,
+	n         bigint  NOT NULL,
+	PRIMARY KEY (thread_id, silent, depth)
+);
+
+CREATE FUNCTION toolrun_count_message() RETURNS trigger LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+	INSERT INTO message_counts AS c (thread_id, silent, depth, n) VALUES (NEW.thread_id, NEW.silent, NEW.depth, 1)
+		ON CONFLICT (thread_id, silent, depth) DO UPDATE SET n = c.n + 1;
+	RETURN NULL;
+END $$;
+
+CREATE TRIGGER messages_count AFTER INSERT ON messages
+	FOR EACH ROW EXECUTE FUNCTION toolrun_count_message();
+
+CREATE TABLE thread_values (
+	thread_id text NOT NULL,
+	key       text NOT NULL,
+	value     json NOT NULL,
+	PRIMARY KEY (thread_id, key)
+);
+
+CREATE TABLE env (
+	scope    text NOT NULL,
+	owner_id text NOT NULL,
+	name     text NOT NULL,
+	value    text NOT NULL,
+	type     text NOT NULL,
+	PRIMARY KEY (scope, owner_id, name)
+);
+
+CREATE TABLE files (
+	thread_id  text COLLATE "C" NOT NULL,
+	path       text COLLATE "C" NOT NULL, -- byte order, as ListFiles sorts
+	mime_type  text NOT NULL,
+	size       bigint NOT NULL,
+	created_at timestamptz NOT NULL,
+	updated_at timestamptz NOT NULL,
+	data       bytea NOT NULL,
+	PRIMARY KEY (thread_id, path)
+);
+
+CREATE TABLE children (
+	ord        bigint GENERATED ALWAYS AS IDENTITY, -- creation order
+	parent_id  text NOT NULL,
+	reference  text NOT NULL,
+	created_at timestamptz NOT NULL,
+	updated_at timestamptz NOT NULL,
+	body       json NOT NULL,
+	PRIMARY KEY (parent_id, reference)
+);
+
+-- Thread ownership: one lease per thread; token grows on every takeover.
+CREATE TABLE thread_leases (
+	thread_id  text PRIMARY KEY,
+	owner      text NOT NULL,
+	token      bigint NOT NULL,
+	expires_at timestamptz NOT NULL
+);
+
+-- Fails with SQLSTATE TRL01 unless the lease (thread, token) is current;
+-- holds a share lock on the lease row until the transaction ends, so no
+-- takeover commits in between.
+CREATE FUNCTION toolrun_check_lease(p_thread text, p_token bigint) RETURNS void LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+BEGIN
+	PERFORM 1 FROM thread_leases WHERE thread_id = p_thread AND token = p_token AND expires_at > now() FOR SHARE;
+	IF NOT FOUND THEN
+		RAISE EXCEPTION 'lease on thread % with token % is no longer held', p_thread, p_token USING ERRCODE = 'TRL01';
+	END IF;
+END $$;
+`,
+}
+
+// SchemaVersion is the schema version this package writes and reads.
+const SchemaVersion = 1
+
+// migrate brings the schema to SchemaVersion in one transaction, holding a
+// transaction-level advisory lock keyed on the schema name, so several
+// instances starting at once apply each version exactly once.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('toolrun.migrate:' || current_schema()))`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (
+			version    integer PRIMARY KEY,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`); err != nil {
+			return err
+		}
+		var cur int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM schema_version`).Scan(&cur); err != nil {
+			return err
+		}
+		if cur > len(migrations) {
+			return fmt.Errorf("database schema version %d is newer than this build supports (%d)", cur, len(migrations))
+		}
+		for v := cur; v < len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v]); err != nil {
+				return fmt.Errorf("migration to version %d: %w", v+1, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, v+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
