@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// Status is how a run ended.
+// Status is how a run ended. It is a plain string value, safe for
+// concurrent use.
 type Status string
 
 // The statuses of a [Result].
@@ -40,8 +41,8 @@ const (
 
 // Error describes why a run failed. Line and Column (1-based) and Filename
 // point into the user's source when known; Message then starts with
-// "Line <n> of <filename>: ". Error values are not shared after being
-// returned; it is safe to read them from any goroutine.
+// "Line <n> of <filename>: ". An Error is plain data: safe for concurrent
+// reads, not for concurrent mutation.
 type Error struct {
 	Name      string `json:"name"`
 	Message   string `json:"message"`
@@ -61,7 +62,8 @@ func (e *Error) ErrorName() string { return e.Name }
 
 // LogEntry is one console.* call made by sandbox code. Level is the console
 // method name ("log", "info", "warn", "error", "debug" or "trace"); Args are
-// the arguments as transferable values (others as their string form).
+// the arguments as transferable values (others as their string form). It is
+// plain data: safe for concurrent reads, not for concurrent mutation.
 type LogEntry struct {
 	Level     string    `json:"level"`
 	Args      []any     `json:"args"`
@@ -70,7 +72,9 @@ type LogEntry struct {
 
 // Result is the outcome of a run. Value is set when Status is
 // [StatusSuccess]; Error otherwise. Reports and Logs hold what the code
-// reported and logged until it ended.
+// reported and logged until it ended. A Result is plain data: safe for
+// concurrent reads, not for concurrent mutation (results returned by one
+// Run share their slices).
 type Result struct {
 	Status   Status
 	Value    any
@@ -80,7 +84,8 @@ type Result struct {
 	Duration time.Duration
 }
 
-// Execute selects the export to evaluate.
+// Execute selects the export to evaluate. It is plain data, read once by
+// Start; do not mutate it concurrently with Start.
 type Execute struct {
 	// Fn is the export name; "" means "default".
 	Fn string
@@ -92,6 +97,8 @@ type Execute struct {
 // Options configures one run. The zero value (and nil) runs the source as
 // TypeScript and returns its default export. Options values are read by
 // Start and not retained; Go values in them are copied into the sandbox.
+// Do not mutate Options concurrently with Start; after Start returns they
+// may be reused.
 type Options struct {
 	// Execute selects the export and its args; nil means the default export
 	// with no args.
@@ -126,7 +133,8 @@ type Options struct {
 	MaxCallStackSize int
 }
 
-// Mode selects where runs execute.
+// Mode selects where runs execute. It is a plain value, safe for concurrent
+// use.
 type Mode int
 
 const (
@@ -144,7 +152,8 @@ const (
 const WorkerEnv = "TOOLRUN_SANDBOX_WORKER"
 
 // RunnerOptions configures a [Runner]. The zero value (and nil) is worker
-// mode with a pool of 2, a 256 MiB memory limit and no timeout.
+// mode with a pool of 2, a 256 MiB memory limit and no timeout. New copies
+// it; do not mutate it concurrently with New.
 type RunnerOptions struct {
 	// Mode is ModeWorker (the zero value) or ModeInProcess.
 	Mode Mode

@@ -14,30 +14,35 @@ import (
 	"time"
 )
 
-// UndefinedValue is the type of [Undefined].
+// UndefinedValue is the type of [Undefined]; it has no state and is safe for
+// concurrent use.
 type UndefinedValue struct{}
 
 // Undefined is the Go form of JavaScript undefined. A nil Go value is null.
 var Undefined UndefinedValue
 
 // Map is the Go form of a JavaScript Map: its entries in insertion order.
+// Like the other value types of this package it is plain data: safe for
+// concurrent reads, not for concurrent mutation.
 type Map []MapEntry
 
-// MapEntry is one key/value pair of a [Map].
+// MapEntry is one key/value pair of a [Map] (plain data, as Map).
 type MapEntry struct {
 	Key, Value any
 }
 
-// Set is the Go form of a JavaScript Set: its members in insertion order.
+// Set is the Go form of a JavaScript Set: its members in insertion order
+// (plain data, as Map).
 type Set []any
 
 // ArrayBuffer is the Go form of a JavaScript ArrayBuffer (its bytes).
-// A Go []byte crosses as a Uint8Array instead.
+// A Go []byte crosses as a Uint8Array instead. Plain data, as Map.
 type ArrayBuffer []byte
 
 // TypedArray is the Go form of a JavaScript typed array other than
 // Uint8Array (which crosses as []byte): Type is the constructor name, such as
 // "Float64Array", and Data holds the elements' bytes in little-endian order.
+// Plain data, as Map.
 type TypedArray struct {
 	Type string
 	Data []byte
@@ -55,6 +60,7 @@ type HostFunc func(ctx context.Context, args []any) (any, error)
 
 // NamedError may be implemented by errors returned from a [HostFunc] to set
 // the name of the error the sandbox code sees (default "Error").
+// Implementations are called from the goroutine that ran the HostFunc.
 type NamedError interface {
 	error
 	ErrorName() string
