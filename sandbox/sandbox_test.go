@@ -710,3 +710,24 @@ func TestConcurrentRuns(t *testing.T) {
 		}
 	})
 }
+
+func TestReportCallbackPanicIsContained(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		res := runCode(t, r, "export default () => { report(1); report(2); return 'done'; }", &Options{Report: func(v any) { panic("callback broke") }})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, "done", res.Value)
+		assert.Equal(t, []any{1.0, 2.0}, res.Reports)
+	})
+}
+
+func TestLargeValues(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		big := strings.Repeat("x", 4<<20)
+		res := runCode(t, r, "export default (s: string) => ({len: s.length, back: s + 'y', arr: new Uint8Array(1 << 20).fill(7)});", &Options{Execute: &Execute{Args: []any{big}}})
+		requireStatus(t, res, StatusSuccess)
+		v := res.Value.(map[string]any)
+		assert.Equal(t, float64(4<<20), v["len"])
+		assert.Equal(t, big+"y", v["back"])
+		assert.Len(t, v["arr"], 1<<20)
+	})
+}
