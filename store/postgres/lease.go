@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -133,4 +134,48 @@ func (s *Store) Lease() (Lease, bool) {
 		return Lease{}, false
 	}
 	return *s.lease, true
+}
+
+// LockThread waits for the lease on threadID (as AcquireLease), then keeps
+// it renewed in the background every ttl/3 and returns a store bound to it
+// (WithLease) and a function that stops the renewal and releases the lease.
+// If a renewal fails — the database was unreachable for longer than ttl and
+// another owner took over — writes through the returned store fail with
+// ErrStaleLease from then on; release then reports the stale lease.
+func (s *Store) LockThread(ctx context.Context, threadID, owner string, ttl time.Duration) (st *Store, release func(context.Context) error, err error) {
+	l, err := s.AcquireLease(ctx, threadID, owner, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
+				_, err := s.RenewLease(rctx, l, ttl)
+				cancel()
+				if errors.Is(err, ErrStaleLease) {
+					return // taken over: the fenced store refuses writes now
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	release = func(ctx context.Context) error {
+		var err error
+		once.Do(func() {
+			close(stop)
+			<-done
+			err = s.ReleaseLease(ctx, l)
+		})
+		return err
+	}
+	return s.WithLease(l), release, nil
 }

@@ -314,3 +314,33 @@ func TestAppendsAcrossInstances(t *testing.T) {
 		t.Errorf("duplicate across instances: %v", err)
 	}
 }
+
+// LockThread keeps its lease alive past ttl and frees it on release.
+func TestLockThread(t *testing.T) {
+	stores := openShared(t, 2)
+	ctx := t.Context()
+	const thread = "thr-locked"
+	st, release, err := stores[0].LockThread(ctx, thread, "instance-a", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: thread}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(800 * time.Millisecond) // well past ttl: only renewal keeps it
+	if _, err := stores[1].TryAcquireLease(ctx, thread, "instance-b", time.Minute); !errors.Is(err, postgres.ErrLeaseHeld) {
+		t.Fatalf("another instance got a renewed lease: %v", err)
+	}
+	if err := st.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "still mine"}); err != nil {
+		t.Fatalf("write after ttl under a renewed lease: %v", err)
+	}
+	if err := release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser}); !errors.Is(err, postgres.ErrStaleLease) {
+		t.Errorf("write after release: %v; want ErrStaleLease", err)
+	}
+	if _, err := stores[1].TryAcquireLease(ctx, thread, "instance-b", time.Minute); err != nil {
+		t.Errorf("acquire after release: %v", err)
+	}
+}

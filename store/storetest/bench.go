@@ -14,8 +14,8 @@ import (
 //
 //   - AppendToolResult: one AppendMessages call with one tool result (the
 //     executor persists every result before the next call starts);
-//   - AppendToolResultParallel: the same from GOMAXPROCS goroutines, each on
-//     its own thread (several runs in one process);
+//   - AppendToolResultParallel: the same from 4×GOMAXPROCS goroutines, each
+//     on its own thread (several runs in one process);
 //   - AppendStep5: one AppendMessages call with 5 messages (an assistant
 //     message with 4 calls' results);
 //   - ReadLast100Of10k: ListMessages with the default query and Limit 100 on
@@ -43,6 +43,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 	b.Run("AppendToolResultParallel", func(b *testing.B) {
 		st := newStore(b)
 		var n atomic.Int64
+		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {
 			thread := benchThread(b, st)
 			i := 0
