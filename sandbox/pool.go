@@ -333,6 +333,7 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 		spec := &runSpec{Hash: c.hash, Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports,
 			Entry: pr.job.entry, Args: pr.job.args, Globals: pr.job.globals, Imports: pr.job.imports,
 			Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
+		w.tail.reset() // what the worker prints from now on is about this run
 		w.mu.Lock()
 		w.cur = wr
 		w.mu.Unlock()
@@ -375,6 +376,12 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+func (t *tailBuffer) reset() {
+	t.mu.Lock()
+	t.buf = t.buf[:0]
+	t.mu.Unlock()
 }
 
 func (t *tailBuffer) String() string {
