@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -412,6 +410,8 @@ func optionsError(format string, args ...any) *Error {
 	return &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf(format, args...)}
 }
 
+const maxMemoryLimit = 1 << 50
+
 // prepared is a validated run.
 type prepared struct {
 	job     *engineJob
@@ -440,6 +440,9 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 	}
 	if o.MemoryLimitBytes == 0 {
 		o.MemoryLimitBytes = r.opts.DefaultMemoryLimit
+	}
+	if o.MemoryLimitBytes > maxMemoryLimit {
+		o.MemoryLimitBytes = maxMemoryLimit // "no limit" in practice; keeps the arithmetic safe
 	}
 	if o.Timeout < 0 {
 		return nil, optionsError("timeout must not be negative")
@@ -793,16 +796,3 @@ func goEngine(f func()) {
 		}()
 	}
 }
-
-func init() {
-	if os.Getenv(WorkerEnv) == "1" {
-		// stdin stays a blocking file: its reader then sits in a read system
-		// call and sees a terminate frame at once even while the engine
-		// keeps the other threads busy (a poller-driven read may wait for
-		// the runtime's 10 ms network poll).
-		os.Exit(serveWorker(os.Stdin, os.Stdout))
-	}
-}
-
-// helpful for messages
-var _ = strings.TrimSpace

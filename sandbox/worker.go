@@ -15,6 +15,14 @@ import (
 
 // ---- worker side ----
 
+// init turns the process into a worker when WorkerEnv is "1": it serves the
+// protocol and exits before main (or a test binary's TestMain) runs.
+func init() {
+	if os.Getenv(WorkerEnv) == "1" {
+		os.Exit(serveWorker(os.Stdin, os.Stdout))
+	}
+}
+
 type workerServer struct {
 	out io.Writer
 	wmu sync.Mutex
