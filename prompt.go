@@ -14,6 +14,11 @@ import (
 // model and tools of an agent side, and — with a ToolDescription — a tool
 // other prompts can call (a prompt tool, run as a one-shot sub-prompt).
 //
+// As a tool a prompt is one-shot: it makes exactly one model request; the
+// tools that request calls run and are stored, but the sub-prompt's model
+// does not see their results — the caller gets the text and a "Tool
+// Executions" summary (reference G4).
+//
 // A Prompt must not be modified after it is registered.
 type Prompt struct {
 	// Name identifies the prompt; it is also its tool name.

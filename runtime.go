@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/toolrun/toolrun/internal/partialjson"
 )
@@ -285,7 +286,37 @@ func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, star
 		}
 		side = next
 	}
-	return reply, rt.collect(ctx, reply, startSeq, nil)
+	err := rt.collect(ctx, reply, startSeq, nil)
+	if rt.ex.ev.has(th.ID) {
+		rt.ex.ev.publish(Event{ThreadID: th.ID, Type: EventTurnDone, Timestamp: time.Now().UTC(),
+			Data: TurnDone{StopReason: reply.StopReason, Text: reply.Text, SessionEnded: reply.SessionEnded, Failed: reply.Failed}})
+	}
+	return reply, err
+}
+
+// EventTurnDone is published when a run of turns ends, including the parent
+// turns that a background subagent's completion starts.
+const EventTurnDone = "turn_done"
+
+// TurnDone is the data of a turn_done event.
+type TurnDone struct {
+	StopReason   string `json:"stop_reason"`
+	Text         string `json:"text"`
+	SessionEnded bool   `json:"session_ended,omitempty"`
+	Failed       bool   `json:"failed,omitempty"`
+}
+
+// SetEnv sets a thread env value from outside a tool (for example a value
+// the user provided later) and propagates it to live descendants as
+// ThreadState.SetEnv does. A value without a Type is secret.
+func (rt *Runtime) SetEnv(ctx context.Context, threadID, name string, v EnvValue) error {
+	if v.Type == "" {
+		v.Type = VarSecret
+	}
+	if err := rt.store.SetEnv(ctx, ScopeThread, threadID, name, v); err != nil {
+		return &StoreError{Op: "set env " + name, Err: err}
+	}
+	return rt.propagateEnv(ctx, threadID, name, v, 0)
 }
 
 func (rt *Runtime) lastSeq(ctx context.Context, threadID string) (int64, error) {

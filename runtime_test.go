@@ -365,3 +365,24 @@ func TestExecutionStopDropsTheRest(t *testing.T) {
 }
 
 func runtimeGosched() { time.Sleep(time.Millisecond) }
+
+func TestTurnDoneEventAndRuntimeSetEnv(t *testing.T) {
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	id := w.thread(t)
+	var done []toolrun.TurnDone
+	w.rt.Subscribe(id, func(ev toolrun.Event) {
+		if ev.Type == toolrun.EventTurnDone {
+			done = append(done, ev.Data.(toolrun.TurnDone))
+		}
+	})
+	w.p.Add(scripted.Text("hello"))
+	_, err := w.rt.Send(context.Background(), id, "x")
+	require.NoError(t, err)
+	require.Len(t, done, 1)
+	assert.Equal(t, toolrun.TurnDone{StopReason: toolrun.StopResponse, Text: "hello"}, done[0])
+
+	require.NoError(t, w.rt.SetEnv(context.Background(), id, "TOKEN", toolrun.EnvValue{Value: "abc"}))
+	v, err := w.rt.Store().GetEnv(context.Background(), toolrun.ScopeThread, id, "TOKEN")
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.EnvValue{Value: "abc", Type: toolrun.VarSecret}, v)
+}

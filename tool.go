@@ -98,7 +98,8 @@ type Tool interface {
 // (`jsonschema:"description=…,enum=a,enum=b,default=10,minimum=1"`). Fields
 // without `omitempty` are required; every object is closed, so an unknown
 // key is a validation error; recursive types are refused at registration.
-// A tool without arguments uses Func[struct{}].
+// A tool without arguments uses Func[struct{}]. Go unquotes struct tags, so
+// a backslash in a tag value is written twice: `jsonschema:"pattern=^[\\w.-]+$"`.
 //
 // A Func must not be modified after it is registered. Execute may be called
 // concurrently for different threads.
