@@ -187,7 +187,7 @@ func TestToolCallStartedWithoutProgressFiresOnStartAndOnce(t *testing.T) {
 	w.rt.Subscribe(id, func(ev toolrun.Event) { events = append(events, ev.Type) })
 	_, err := w.rt.Send(context.Background(), id, "x")
 	require.NoError(t, err)
-	assert.Equal(t, []string{toolrun.EventToolCallStarted, toolrun.EventToolCallDone}, events)
+	assert.Equal(t, []string{toolrun.EventToolCallStarted, toolrun.EventToolCallDone, toolrun.EventTurnDone}, events)
 }
 
 func TestMalformedStreamedArgumentsAreAnErrorResult(t *testing.T) {
