@@ -92,8 +92,9 @@ type Options struct {
 // use; several processes may also open the same file.
 type Store struct {
 	db     *sql.DB
-	owned  bool       // Close closes db
-	wmu    sync.Mutex // serialises this process's write transactions
+	owned  bool             // Close closes db
+	wmu    sync.Mutex       // serialises this process's writes
+	seqs   map[string]int64 // thread → last Seq this Store wrote or read; under wmu
 	closed sync.Once
 	cerr   error
 	stmts  sync.Map // query text → *sql.Stmt
@@ -422,7 +423,7 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		if err != nil {
 			return fmt.Errorf("sqlite: append to thread %q: encode message %d: %w", threadID, i, err)
 		}
-		args = append(args, i+1, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), body)
+		args = append(args, 0, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), body) // 0: the Seq, set later
 	}
 	var base int64
 	err := s.write(ctx, func() error {
@@ -436,30 +437,47 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 			return err
 		}
 		if len(msgs) <= insertChunk {
-			base, err = s.insertMessages(ctx, s.query, len(msgs), args)
-			return err
+			// Optimistic: the thread's last Seq comes from the cache of
+			// this process's appends, or the database. Another process may
+			// have appended since; every writer numbers from the last Seq
+			// up, so ours then collide on the primary key, nothing of
+			// ours is stored, and we read the last Seq again.
+			last, cached := s.seqs[threadID]
+			for attempt := 0; ; attempt++ {
+				if !cached {
+					if last, err = s.lastSeq(ctx, nil, threadID); err != nil {
+						return err
+					}
+				}
+				err = s.insertMessages(ctx, nil, last, args)
+				if errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY) && attempt < 100 {
+					cached = false
+					continue
+				}
+				if err != nil {
+					delete(s.seqs, threadID)
+					return err
+				}
+				base = last
+				s.cacheSeq(threadID, last+int64(len(msgs)))
+				return nil
+			}
 		}
-		// Very long appends: one transaction of several statements.
+		// Very long appends: one IMMEDIATE transaction of several statements.
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback()
-		q := func(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-			return tx.QueryContext(ctx, query, args...)
+		delete(s.seqs, threadID)
+		if base, err = s.lastSeq(ctx, tx, threadID); err != nil {
+			return err
 		}
 		for lo := 0; lo < len(msgs); lo += insertChunk {
 			hi := min(lo+insertChunk, len(msgs))
 			chunk := append([]any{threadID}, args[1+8*lo:1+8*hi]...)
-			for i := lo; i < hi; i++ {
-				chunk[1+8*(i-lo)] = i - lo + 1
-			}
-			b, err := s.insertMessages(ctx, q, hi-lo, chunk)
-			if err != nil {
+			if err := s.insertMessages(ctx, tx, base+int64(lo), chunk); err != nil {
 				return err
-			}
-			if lo == 0 {
-				base = b
 			}
 		}
 		return tx.Commit()
@@ -476,51 +494,66 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 	return nil
 }
 
-// insertMessages inserts n messages whose values follow the thread id in
-// args (8 per message, the first its 1-based position) and returns the Seq
-// before the first one.
-func (s *Store) insertMessages(ctx context.Context, query func(context.Context, string, ...any) (*sql.Rows, error), n int, args []any) (int64, error) {
+// cacheSeq remembers the last Seq of a thread; callers hold wmu.
+func (s *Store) cacheSeq(threadID string, last int64) {
+	if s.seqs == nil || len(s.seqs) >= 4096 {
+		s.seqs = make(map[string]int64)
+	}
+	s.seqs[threadID] = last
+}
+
+// lastSeq returns the thread's highest Seq, 0 when it has no messages.
+func (s *Store) lastSeq(ctx context.Context, tx *sql.Tx, threadID string) (int64, error) {
+	const q = `SELECT seq FROM messages WHERE thread_id = ? ORDER BY seq DESC LIMIT 1`
+	var row *sql.Row
+	if tx != nil {
+		row = tx.QueryRowContext(ctx, q, threadID)
+	} else {
+		row = s.queryRow(ctx, q, threadID)
+	}
+	var last int64
+	err := row.Scan(&last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return last, err
+}
+
+// insertMessages inserts the messages whose values follow the thread id in
+// args (8 per message, the first a placeholder for its Seq), numbered from
+// base+1, in one statement. Nothing is inserted, and ErrNotFound returned,
+// when the thread does not exist. The statement reads no messages and
+// returns no rows, so SQLite needs no temporary table for it.
+func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, base int64, args []any) error {
+	n := (len(args) - 1) / 8
 	var q strings.Builder
 	q.WriteString(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, body)
-		SELECT ?1, b.base + v.column1, v.column2, v.column3, v.column4, v.column5, v.column6, v.column7, v.column8
-		FROM (SELECT coalesce((SELECT seq FROM messages WHERE thread_id = ?1 ORDER BY seq DESC LIMIT 1), 0) AS base) AS b, (VALUES `)
+		SELECT ?1, column1, column2, column3, column4, column5, column6, column7, column8 FROM (VALUES `)
 	for i := range n {
 		if i > 0 {
 			q.WriteString(", ")
 		}
 		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+		args[1+8*i] = base + int64(i) + 1
 	}
-	q.WriteString(`) AS v WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1) RETURNING seq`)
-	rows, err := query(ctx, q.String(), args...)
+	q.WriteString(`) WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1)`)
+	var res sql.Result
+	var err error
+	if tx != nil {
+		res, err = tx.ExecContext(ctx, q.String(), args...)
+	} else {
+		res, err = s.exec(ctx, q.String(), args...)
+	}
 	if err != nil {
-		return 0, mapInsertErr(err)
+		return mapInsertErr(err)
 	}
-	base, got := int64(-1), 0
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			rows.Close()
-			return 0, err
+	if k, _ := res.RowsAffected(); k != int64(n) {
+		if k == 0 {
+			return toolrun.ErrNotFound
 		}
-		if base < 0 || seq-1 < base {
-			base = seq - 1
-		}
-		got++
+		return fmt.Errorf("inserted %d of %d messages", k, n)
 	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return 0, mapInsertErr(err)
-	}
-	if err := rows.Close(); err != nil {
-		return 0, mapInsertErr(err)
-	}
-	if got == 0 {
-		return 0, toolrun.ErrNotFound
-	}
-	if got != n {
-		return 0, fmt.Errorf("inserted %d of %d messages", got, n)
-	}
-	return base, nil
+	return nil
 }
 
 func mapInsertErr(err error) error {
