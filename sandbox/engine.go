@@ -59,6 +59,11 @@ type engine struct {
 
 	settled bool
 
+	// idle, when set, is called instead of blocking when the loop has
+	// nothing to do; it must make progress (deliver a completion or an
+	// interrupt) or fail.
+	idle func() error
+
 	reportCount int
 	outBytes    int
 	logCount    int
@@ -202,6 +207,17 @@ func (e *engine) await(p *goja.Promise) error {
 		e.queue = nil
 		e.mu.Unlock()
 		if len(q) == 0 {
+			if e.idle != nil {
+				select {
+				case <-e.stopped:
+					return errStopped
+				default:
+				}
+				if err := e.idle(); err != nil {
+					return err
+				}
+				continue
+			}
 			select {
 			case <-e.wake:
 				continue

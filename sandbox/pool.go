@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,7 @@ type workerProc struct {
 	pool  *workerPool
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	ctrl  *os.File // control pipe (fd 3 in the worker); nil on Windows
 	wmu   sync.Mutex
 	tail  tailBuffer
 	dead  atomic.Bool
@@ -143,6 +145,16 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = workerSysProcAttr()
 	w := &workerProc{pool: p, cmd: cmd}
+	var ctrlR *os.File
+	if runtime.GOOS != "windows" {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		ctrlR, w.ctrl = r, wr
+		cmd.ExtraFiles = []*os.File{ctrlR} // fd 3 in the worker
+		cmd.Env = append(cmd.Env, ctrlEnv+"=3")
+	}
 	cmd.Stderr = &w.tail
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -152,7 +164,14 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if ctrlR != nil {
+		_ = ctrlR.Close()
+	}
+	if err != nil {
+		if w.ctrl != nil {
+			_ = w.ctrl.Close()
+		}
 		return nil, fmt.Errorf("sandbox: starting worker %q: %w", argv[0], err)
 	}
 	w.stdin = stdin
@@ -170,9 +189,22 @@ func (w *workerProc) send(f *frame) error {
 	return writeFrame(w.stdin, f)
 }
 
+// sendCtrl writes a frame to the control pipe (falling back to stdin).
+func (w *workerProc) sendCtrl(f *frame) error {
+	if w.ctrl == nil {
+		return nil
+	}
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return writeFrame(w.ctrl, f)
+}
+
 // stop closes the worker's stdin so it exits, and kills it if it lingers.
 func (w *workerProc) stop() {
 	_ = w.stdin.Close()
+	if w.ctrl != nil {
+		_ = w.ctrl.Close()
+	}
 	go func() {
 		time.Sleep(2 * time.Second)
 		if !w.dead.Load() {
@@ -206,6 +238,9 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 	}
 	waitErr := w.cmd.Wait()
 	w.dead.Store(true)
+	if w.ctrl != nil {
+		_ = w.ctrl.Close()
+	}
 	w.pool.mu.Lock()
 	delete(w.pool.live, w)
 	w.pool.mu.Unlock()
@@ -344,6 +379,9 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 		}
 		grace := p.opts.TerminateGrace
 		run.setTerminator(func(o *outcome) {
+			// The control pipe interrupts running JavaScript; the copy on
+			// stdin wakes an engine waiting for bridged results.
+			_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
 			_ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err})
 			time.AfterFunc(grace, func() {
 				if run.isSettled() {

@@ -19,13 +19,18 @@ import (
 // protocol and exits before main (or a test binary's TestMain) runs.
 func init() {
 	if os.Getenv(WorkerEnv) == "1" {
-		os.Exit(serveWorker(os.Stdin, os.Stdout))
+		var ctrl io.Reader
+		if os.Getenv(ctrlEnv) == "3" {
+			ctrl = os.NewFile(3, "toolrun-sandbox-ctrl")
+		}
+		os.Exit(serveWorker(os.Stdin, os.Stdout, ctrl))
 	}
 }
 
 type workerServer struct {
 	out io.Writer
 	wmu sync.Mutex
+	in  *bufio.Reader // read only by the goroutine running serveWorker
 
 	mu    sync.Mutex
 	id    uint64
@@ -44,50 +49,96 @@ func (s *workerServer) send(f *frame) {
 
 // serveWorker serves the worker protocol until in is closed; it returns the
 // process exit code.
-func serveWorker(in io.Reader, out io.Writer) int {
+// ctrlEnv names the environment variable telling a worker that file
+// descriptor 3 is its control pipe (terminate frames, read while
+// JavaScript runs).
+const ctrlEnv = "TOOLRUN_SANDBOX_CTRL_FD"
+
+// serveWorker serves the worker protocol until in is closed; it returns the
+// process exit code. The engine runs on this goroutine and reads its
+// bridged calls' results from in itself while it waits, so a result wakes
+// it without a goroutine hand-off; terminate frames arrive on ctrl (and on
+// in, to wake a waiting engine).
+func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
 	debug.SetMaxStack(256 << 20)
 	// The engine keeps one P busy while JavaScript runs; a second P lets the
-	// frame reader see a terminate frame at once instead of at the
-	// runtime's next 10 ms poll.
+	// control reader interrupt it at once.
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	s := &workerServer{out: out, cache: map[string]*compiled{}}
-	br := bufio.NewReaderSize(in, 64<<10)
+	s := &workerServer{out: out, cache: map[string]*compiled{}, in: bufio.NewReaderSize(in, 64<<10)}
+	if ctrl != nil {
+		go s.serveCtrl(bufio.NewReader(ctrl))
+	}
 	for {
-		f, err := readFrame(br)
+		f, err := readFrame(s.in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
 			}
 			return 3
 		}
-		switch f.T {
-		case frRun:
-			s.startRun(f)
-		case frRet:
-			s.mu.Lock()
-			done := s.calls[f.C]
-			delete(s.calls, f.C)
-			ok := f.ID == s.id
-			s.mu.Unlock()
-			if done != nil && ok {
-				done(f.V, f.Err)
-			}
-		case frTerm:
-			s.mu.Lock()
-			eng := s.eng
-			ok := f.ID == s.id
-			s.mu.Unlock()
-			if eng != nil && ok {
-				e := f.Err
-				if e == nil {
-					e = &Error{Name: "Terminated", Message: "Code execution terminated"}
-				}
-				eng.interrupt(&outcome{status: StatusTerminated, err: e})
+		// ret and term frames between runs belong to finished runs.
+		if f.T == frRun {
+			if err := s.run(f); err != nil {
+				return 3
 			}
 		}
 	}
+}
+
+// serveCtrl interrupts the current run on a terminate frame.
+func (s *workerServer) serveCtrl(r *bufio.Reader) {
+	for {
+		f, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		if f.T == frTerm {
+			s.terminate(f)
+		}
+	}
+}
+
+func (s *workerServer) terminate(f *frame) {
+	s.mu.Lock()
+	eng := s.eng
+	ok := f.ID == s.id
+	s.mu.Unlock()
+	if eng != nil && ok {
+		e := f.Err
+		if e == nil {
+			e = &Error{Name: "Terminated", Message: "Code execution terminated"}
+		}
+		eng.interrupt(&outcome{status: StatusTerminated, err: e})
+	}
+}
+
+var errProtocol = errors.New("sandbox worker: protocol error")
+
+// pump reads and handles one frame for the running run; the engine calls
+// it when it has nothing to do.
+func (s *workerServer) pump(id uint64) error {
+	f, err := readFrame(s.in)
+	if err != nil {
+		return err
+	}
+	switch f.T {
+	case frRet:
+		s.mu.Lock()
+		done := s.calls[f.C]
+		delete(s.calls, f.C)
+		ok := f.ID == id
+		s.mu.Unlock()
+		if done != nil && ok {
+			done(f.V, f.Err)
+		}
+	case frTerm:
+		s.terminate(f)
+	case frRun:
+		return errProtocol
+	}
+	return nil
 }
 
 type workerHost struct {
@@ -111,21 +162,23 @@ func (h *workerHost) log(e LogEntry) {
 	h.s.send(&frame{T: frLog, ID: h.id, Lvl: e.Level, Args: e.Args, TS: e.Timestamp.UnixNano()})
 }
 
-func (s *workerServer) startRun(f *frame) {
+// run executes one run on the calling goroutine. A non-nil error means
+// the protocol broke and the worker must exit.
+func (s *workerServer) run(f *frame) error {
 	spec := f.Run
 	fail := func(err error) {
 		s.send(&frame{T: frDone, ID: f.ID, St: StatusError, Err: &Error{Name: "InternalError", Message: err.Error()}})
 	}
 	if spec == nil {
 		fail(errors.New("sandbox worker: run frame without spec"))
-		return
+		return nil
 	}
 	c := s.cache[spec.Hash]
 	if c == nil {
 		sm, err := parseSourceMap(spec.Map)
 		if err != nil {
 			fail(err)
-			return
+			return nil
 		}
 		sm.lineOffset = 1
 		c = &compiled{hash: spec.Hash, code: spec.Code, exports: spec.Exports, smap: sm, sources: spec.Sources}
@@ -136,27 +189,37 @@ func (s *workerServer) startRun(f *frame) {
 	}
 	job := &engineJob{code: c, entry: spec.Entry, args: spec.Args, globals: spec.Globals, imports: spec.Imports, report: spec.Report, maxStack: spec.MaxStack}
 	eng := newEngine(job, &workerHost{s: s, id: f.ID})
+	var perr error
+	eng.idle = func() error {
+		if err := s.pump(f.ID); err != nil {
+			perr = err
+			return err
+		}
+		return nil
+	}
 	s.mu.Lock()
 	s.id, s.eng, s.calls = f.ID, eng, map[uint64]func(any, *Error){}
 	s.mu.Unlock()
-	go func() {
-		stop := applyLimits(eng, spec.Memory, func(o *outcome) {
-			// The code is stuck in a builtin that keeps allocating: report
-			// and let the process go, the parent starts a fresh one.
-			s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
-			os.Exit(4)
-		})
-		o := eng.run()
-		stop()
-		s.mu.Lock()
-		s.eng, s.calls = nil, nil
-		s.mu.Unlock()
-		done := &frame{T: frDone, ID: f.ID, St: o.status, Err: o.err}
-		if o.status == StatusSuccess {
-			done.V = o.value
-		}
-		s.send(done)
-	}()
+	stop := applyLimits(eng, spec.Memory, func(o *outcome) {
+		// The code is stuck in a builtin that keeps allocating: report
+		// and let the process go, the parent starts a fresh one.
+		s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
+		os.Exit(4)
+	})
+	o := eng.run()
+	stop()
+	s.mu.Lock()
+	s.eng, s.calls = nil, nil
+	s.mu.Unlock()
+	if perr != nil {
+		return perr
+	}
+	done := &frame{T: frDone, ID: f.ID, St: o.status, Err: o.err}
+	if o.status == StatusSuccess {
+		done.V = o.value
+	}
+	s.send(done)
+	return nil
 }
 
 var heapSamples = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
