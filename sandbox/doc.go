@@ -98,8 +98,9 @@
 // process start (about 0.5 ms per trivial run). Any binary that imports this
 // package can be its own worker: the package's init function checks the
 // environment variable TOOLRUN_SANDBOX_WORKER ([WorkerEnv]) and, when it is
-// "1", serves the worker protocol (length-prefixed JSON frames) on
-// stdin/stdout and exits without running main. By default the Runner
+// "1", serves the worker protocol (length-prefixed binary frames; see
+// wire.go) on stdin/stdout, with terminate requests also on a control pipe
+// at file descriptor 3, and exits without running main. By default the Runner
 // re-executes os.Executable() with that variable set — this works for
 // ordinary programs and for go test binaries alike. Keep init functions of
 // the host program from writing to stdout. To use a separate helper

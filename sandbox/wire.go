@@ -22,7 +22,11 @@ import (
 //	worker -> parent: call {id, c, fn, args}; report {id, value};
 //	                  log {id, level, ts, args}; done {id, status, value | error}
 //
-// A worker runs one run at a time.
+// A worker runs one run at a time, on the goroutine that reads stdin: while
+// the run waits for bridged results it reads them itself. Terminate frames
+// are sent twice: on a control pipe (file descriptor 3, announced by
+// TOOLRUN_SANDBOX_CTRL_FD=3), read by a goroutine that interrupts running
+// JavaScript, and on stdin, which wakes a run that is waiting.
 type frame struct {
 	T    byte
 	ID   uint64
