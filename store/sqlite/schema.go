@@ -33,7 +33,13 @@ CREATE TABLE messages (
 	depth        INTEGER NOT NULL DEFAULT 0,
 	silent       INTEGER NOT NULL DEFAULT 0,
 	created_at   INTEGER NOT NULL,  -- Unix microseconds
-	body         TEXT    NOT NULL,  -- the whole message as JSON
+	content      TEXT    NOT NULL,
+	name         TEXT    NOT NULL,
+	tool_status  TEXT    NOT NULL,
+	parent_id    TEXT    NOT NULL,
+	prompt       TEXT    NOT NULL,
+	subagent_id  TEXT    NOT NULL,
+	extra        TEXT,              -- JSON of the other fields (tool calls, attachments, metadata), NULL when empty
 	PRIMARY KEY (thread_id, seq)
 ) WITHOUT ROWID;
 

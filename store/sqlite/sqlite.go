@@ -41,6 +41,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -404,7 +405,7 @@ const insertChunk = 100
 // index on tool results refuses a duplicate.
 func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
 	// Prepare everything outside the write lock; write back only on success.
-	args := make([]any, 1, 1+8*len(msgs))
+	args := make([]any, 1, 1+msgCols*len(msgs))
 	args[0] = threadID
 	ids := make([]string, len(msgs))
 	created := make([]time.Time, len(msgs))
@@ -417,13 +418,12 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		if created[i].IsZero() {
 			created[i] = t0
 		}
-		c := *m
-		c.ID, c.ThreadID, c.CreatedAt, c.Seq = ids[i], threadID, created[i], 0
-		body, err := json.Marshal(&c)
+		extra, err := encodeExtra(m)
 		if err != nil {
 			return fmt.Errorf("sqlite: append to thread %q: encode message %d: %w", threadID, i, err)
 		}
-		args = append(args, 0, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), body) // 0: the Seq, set later
+		args = append(args, 0, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), // 0: the Seq, set later
+			m.Content, m.Name, string(m.ToolStatus), m.ParentID, m.Prompt, m.SubagentID, extra)
 	}
 	var base int64
 	err := s.write(ctx, func() error {
@@ -475,7 +475,7 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		}
 		for lo := 0; lo < len(msgs); lo += insertChunk {
 			hi := min(lo+insertChunk, len(msgs))
-			chunk := append([]any{threadID}, args[1+8*lo:1+8*hi]...)
+			chunk := append([]any{threadID}, args[1+msgCols*lo:1+msgCols*hi]...)
 			if err := s.insertMessages(ctx, tx, base+int64(lo), chunk); err != nil {
 				return err
 			}
@@ -520,21 +520,24 @@ func (s *Store) lastSeq(ctx context.Context, tx *sql.Tx, threadID string) (int64
 }
 
 // insertMessages inserts the messages whose values follow the thread id in
-// args (8 per message, the first a placeholder for its Seq), numbered from
+// args (msgCols per message, the first a placeholder for its Seq), numbered from
 // base+1, in one statement. Nothing is inserted, and ErrNotFound returned,
 // when the thread does not exist. The statement reads no messages and
 // returns no rows, so SQLite needs no temporary table for it.
 func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, base int64, args []any) error {
-	n := (len(args) - 1) / 8
+	n := (len(args) - 1) / msgCols
 	var q strings.Builder
-	q.WriteString(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, body)
-		SELECT ?1, column1, column2, column3, column4, column5, column6, column7, column8 FROM (VALUES `)
+	q.WriteString(`INSERT INTO messages (thread_id, ` + msgColumns + `) SELECT ?1`)
+	for c := range msgCols {
+		fmt.Fprintf(&q, ", column%d", c+1)
+	}
+	q.WriteString(` FROM (VALUES `)
 	for i := range n {
 		if i > 0 {
 			q.WriteString(", ")
 		}
-		q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
-		args[1+8*i] = base + int64(i) + 1
+		q.WriteString(msgPlaceholders)
+		args[1+msgCols*i] = base + int64(i) + 1
 	}
 	q.WriteString(`) WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1)`)
 	var res sql.Result
@@ -563,14 +566,69 @@ func mapInsertErr(err error) error {
 	return err
 }
 
-// scanMessage decodes a message row: seq, id, created_at, body.
-func scanMessage(threadID string, seq int64, id string, created int64, body []byte) (toolrun.Message, error) {
-	var m toolrun.Message
-	if err := json.Unmarshal(body, &m); err != nil {
-		return m, fmt.Errorf("decode message %d: %w", seq, err)
+// The message columns, in the order AppendMessages binds and scanMessage
+// reads them. The fields without a column — tool calls, attachments,
+// metadata and any field added to Message later — are kept as JSON in
+// extra, NULL when they are all empty: most messages need no JSON decoding.
+const (
+	msgColumns      = `seq, id, role, tool_call_id, depth, silent, created_at, content, name, tool_status, parent_id, prompt, subagent_id, extra`
+	msgCols         = 14
+	msgPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+)
+
+// emptyExtra is the encoding of a message whose fields all have columns.
+var emptyExtra, _ = json.Marshal(columnless(&toolrun.Message{}))
+
+// columnless returns m without the fields that have columns.
+func columnless(m *toolrun.Message) *toolrun.Message {
+	c := *m
+	c.ID, c.ThreadID, c.Seq, c.Role, c.Content, c.ToolCallID, c.Name, c.ToolStatus = "", "", 0, "", "", "", "", ""
+	c.ParentID, c.Depth, c.Silent, c.Prompt, c.SubagentID, c.CreatedAt = "", 0, false, "", "", time.Time{}
+	return &c
+}
+
+// encodeExtra returns the JSON of m's fields without a column, or nil.
+func encodeExtra(m *toolrun.Message) (any, error) {
+	if m.ToolCalls == nil && m.Attachments == nil && m.Metadata == nil {
+		return nil, nil // fast path; the check below covers future fields
 	}
-	m.ThreadID, m.Seq, m.ID, m.CreatedAt = threadID, seq, id, fromMicros(created)
+	b, err := json.Marshal(columnless(m))
+	if err != nil || bytes.Equal(b, emptyExtra) {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// scanMessage reads the msgColumns of a row, then extraDest.
+func scanMessage(threadID string, sc interface{ Scan(...any) error }, extraDest ...any) (toolrun.Message, error) {
+	var (
+		m            toolrun.Message
+		created      int64
+		role, status string
+		extra        []byte
+	)
+	dest := append([]any{&m.Seq, &m.ID, &role, &m.ToolCallID, &m.Depth, &m.Silent, &created,
+		&m.Content, &m.Name, &status, &m.ParentID, &m.Prompt, &m.SubagentID, &extra}, extraDest...)
+	if err := sc.Scan(dest...); err != nil {
+		return m, err
+	}
+	if extra != nil {
+		var x toolrun.Message
+		if err := json.Unmarshal(extra, &x); err != nil {
+			return m, fmt.Errorf("decode message %d: %w", m.Seq, err)
+		}
+		m = mergeExtra(m, x)
+	}
+	m.ThreadID, m.Role, m.ToolStatus, m.CreatedAt = threadID, toolrun.Role(role), toolrun.Status(status), fromMicros(created)
 	return m, nil
+}
+
+// mergeExtra copies into m every field of x (decoded from extra) that has
+// no column; fields with a column are zero in x.
+func mergeExtra(m, x toolrun.Message) toolrun.Message {
+	x.ID, x.Seq, x.Role, x.Content, x.ToolCallID, x.Name, x.ToolStatus = m.ID, m.Seq, m.Role, m.Content, m.ToolCallID, m.Name, m.ToolStatus
+	x.ParentID, x.Depth, x.Silent, x.Prompt, x.SubagentID = m.ParentID, m.Depth, m.Silent, m.Prompt, m.SubagentID
+	return x
 }
 
 // ListMessages implements toolrun.MessageStore. Total comes from the
@@ -595,7 +653,7 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 		limit = -1
 	}
 	off := max(q.Offset, 0)
-	page, err := s.listPage(ctx, threadID, `SELECT seq, id, created_at, body, (`+count+`) FROM messages
+	page, err := s.listPage(ctx, threadID, `SELECT `+msgColumns+`, (`+count+`) FROM messages
 		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT ? OFFSET ?`, append(args, limit, off))
 	if err == nil && len(page.Messages) == 0 {
 		err = s.queryRow(ctx, count, args...).Scan(&page.Total)
@@ -618,15 +676,7 @@ func (s *Store) listPage(ctx context.Context, threadID, query string, args []any
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			seq, created int64
-			id           string
-			body         []byte
-		)
-		if err := rows.Scan(&seq, &id, &created, &body, &page.Total); err != nil {
-			return page, err
-		}
-		m, err := scanMessage(threadID, seq, id, created, body)
+		m, err := scanMessage(threadID, rows, &page.Total)
 		if err != nil {
 			return page, err
 		}
@@ -637,21 +687,11 @@ func (s *Store) listPage(ctx context.Context, threadID, query string, args []any
 
 // ToolResult implements toolrun.MessageStore.
 func (s *Store) ToolResult(ctx context.Context, threadID, toolCallID string) (*toolrun.Message, error) {
-	var (
-		seq, created int64
-		id           string
-		body         []byte
-	)
-	err := s.queryRow(ctx, `SELECT seq, id, created_at, body FROM messages
-		WHERE thread_id = ? AND tool_call_id = ? AND role = 'tool' AND tool_call_id <> ''`, threadID, toolCallID).
-		Scan(&seq, &id, &created, &body)
+	m, err := scanMessage(threadID, s.queryRow(ctx, `SELECT `+msgColumns+` FROM messages
+		WHERE thread_id = ? AND tool_call_id = ? AND role = 'tool' AND tool_call_id <> ''`, threadID, toolCallID))
 	if errors.Is(err, sql.ErrNoRows) {
 		err = toolrun.ErrNotFound
 	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: tool result %q of thread %q: %w", toolCallID, threadID, err)
-	}
-	m, err := scanMessage(threadID, seq, id, created, body)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: tool result %q of thread %q: %w", toolCallID, threadID, err)
 	}

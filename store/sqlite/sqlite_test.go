@@ -139,7 +139,8 @@ func TestToolResultIndex(t *testing.T) {
 	if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := st.DB().Exec(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, created_at, body) VALUES ('t', 99, 'm', 'tool', 'c1', 0, '{}')`)
+	_, err := st.DB().Exec(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, created_at, content, name, tool_status, parent_id, prompt, subagent_id)
+		VALUES ('t', 99, 'm', 'tool', 'c1', 0, '', '', '', '', '', '')`)
 	if err == nil {
 		t.Fatal("a raw duplicate tool result was accepted by the database")
 	}
