@@ -589,9 +589,6 @@ func columnless(m *toolrun.Message) *toolrun.Message {
 
 // encodeExtra returns the JSON of m's fields without a column, or nil.
 func encodeExtra(m *toolrun.Message) (any, error) {
-	if m.ToolCalls == nil && m.Attachments == nil && m.Metadata == nil {
-		return nil, nil // fast path; the check below covers future fields
-	}
 	b, err := json.Marshal(columnless(m))
 	if err != nil || bytes.Equal(b, emptyExtra) {
 		return nil, err
