@@ -224,6 +224,10 @@ func (w *workerProc) current(id uint64) *workerRun {
 	return nil
 }
 
+// readLoop reads the worker's frames. One goroutine reads at a time: on a
+// bridged call the reader hands the reading role to a new goroutine and
+// serves the call itself, so the result goes back without waiting for
+// another goroutine to be scheduled, and calls still run concurrently.
 func (w *workerProc) readLoop(r *bufio.Reader) {
 	for {
 		f, err := readFrame(r)
@@ -234,8 +238,30 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 		if wr == nil {
 			continue
 		}
+		if f.T == frCall {
+			go w.readLoop(r)
+			w.serveCall(wr, f)
+			return
+		}
 		w.dispatch(wr, f)
 	}
+	w.exited()
+}
+
+// serveCall runs a bridged host function and sends its result.
+func (w *workerProc) serveCall(wr *workerRun, f *frame) {
+	var fn HostFunc
+	if f.Fn >= 0 && f.Fn < len(wr.funcs) {
+		fn = wr.funcs[f.Fn].fn
+	}
+	v, herr := invokeHost(wr.run, fn, f.Args)
+	if w.current(wr.id) != nil {
+		_ = w.send(&frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v})
+	}
+}
+
+// exited handles the end of the worker process.
+func (w *workerProc) exited() {
 	waitErr := w.cmd.Wait()
 	w.dead.Store(true)
 	if w.ctrl != nil {
@@ -317,18 +343,6 @@ func lastLine(s string) string {
 
 func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 	switch f.T {
-	case frCall:
-		var fn HostFunc
-		if f.Fn >= 0 && f.Fn < len(wr.funcs) {
-			fn = wr.funcs[f.Fn].fn
-		}
-		go func() {
-			v, herr := invokeHost(wr.run, fn, f.Args)
-			ret := &frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v}
-			if w.current(wr.id) != nil {
-				_ = w.send(ret)
-			}
-		}()
 	case frReport:
 		wr.run.addReport(f.V)
 	case frLog:

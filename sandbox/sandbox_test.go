@@ -731,3 +731,30 @@ func TestLargeValues(t *testing.T) {
 		assert.Len(t, v["arr"], 1<<20)
 	})
 }
+
+// TestConcurrentHostCalls checks that a blocking host function does not
+// hold up other bridged calls of the same run.
+func TestConcurrentHostCalls(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		bCalled := make(chan struct{})
+		res := runCode(t, r, "import {a, b} from 'h';\nexport default () => Promise.all([a(), b(), a()]);", &Options{
+			Timeout: 20 * time.Second,
+			Imports: map[string]map[string]any{"h": {
+				"a": HostFunc(func(ctx context.Context, args []any) (any, error) {
+					select {
+					case <-bCalled:
+						return "a", nil
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
+				}),
+				"b": HostFunc(func(ctx context.Context, args []any) (any, error) {
+					close(bCalled)
+					return "b", nil
+				}),
+			}},
+		})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, []any{"a", "b", "a"}, res.Value)
+	})
+}
