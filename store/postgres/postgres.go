@@ -71,6 +71,13 @@ type Options struct {
 	Schema string
 	// MaxConns caps the pool Open creates; 0 means pgxpool's default.
 	MaxConns int32
+	// AsyncCommit sets synchronous_commit=off on the pool's connections:
+	// a commit returns before its WAL record is flushed, several times
+	// faster, but if the database server (not this process) crashes, the
+	// writes of the last moments (up to about three times
+	// wal_writer_delay) are lost. A lost tool result means the call runs
+	// again after a resume. The default waits for the flush. Open only.
+	AsyncCommit bool
 }
 
 // Store is a toolrun.Store in PostgreSQL. It is safe for concurrent use, and
@@ -96,6 +103,9 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	}
 	if opts.MaxConns > 0 {
 		cfg.MaxConns = opts.MaxConns
+	}
+	if opts.AsyncCommit {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
 	if opts.Schema != "" {
 		// Create the schema on a plain connection first; the pool's

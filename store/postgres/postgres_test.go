@@ -51,10 +51,12 @@ func newSchema(t testing.TB) string {
 var schemas sync.Map // *postgres.Store → schema, for reopen
 
 // openTemp opens a store in a fresh schema.
-func openTemp(t testing.TB) *postgres.Store {
+func openTemp(t testing.TB) *postgres.Store { return openTempOpts(t, false) }
+
+func openTempOpts(t testing.TB, async bool) *postgres.Store {
 	t.Helper()
 	schema := newSchema(t)
-	st, err := postgres.Open(context.Background(), dbURL(t), &postgres.Options{Schema: schema, MaxConns: 8})
+	st, err := postgres.Open(context.Background(), dbURL(t), &postgres.Options{Schema: schema, MaxConns: 8, AsyncCommit: async})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,4 +116,14 @@ func TestConformanceNew(t *testing.T) {
 
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTemp(b) })
+}
+
+func BenchmarkStoreAsyncCommit(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTempOpts(b, true) })
+}
+
+// AsyncCommit changes durability, not behaviour.
+func TestConformanceAsyncCommit(t *testing.T) {
+	dbURL(t)
+	storetest.Run(t, func(t *testing.T) toolrun.Store { return openTempOpts(t, true) }, nil)
 }
