@@ -62,7 +62,8 @@ import (
 	"github.com/toolrun/toolrun"
 )
 
-// Options configure a Store. A nil *Options means defaults.
+// Options configure a Store. A nil *Options means defaults. Open reads it
+// once; it is not retained.
 type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables; Open creates it
 	// if needed and puts it first on every connection's search_path. ""

@@ -60,7 +60,7 @@ import (
 	"github.com/toolrun/toolrun"
 )
 
-// Synchronous is an SQLite PRAGMA synchronous level.
+// Synchronous is an SQLite PRAGMA synchronous level (a plain value).
 type Synchronous string
 
 // The supported synchronous levels.
@@ -72,7 +72,8 @@ const (
 	SyncFull Synchronous = "FULL"
 )
 
-// Options configure a Store. A nil *Options means defaults.
+// Options configure a Store. A nil *Options means defaults. Open reads it
+// once; it is not retained.
 type Options struct {
 	// Synchronous is the durability level of commits; "" means SyncNormal.
 	// Open applies it to every connection; New leaves the connections of

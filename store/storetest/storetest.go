@@ -37,7 +37,8 @@ import (
 	"github.com/toolrun/toolrun"
 )
 
-// Options adjust a conformance run. A nil *Options means defaults.
+// Options adjust a conformance run. A nil *Options means defaults. Do not
+// change an Options while a run uses it.
 type Options struct {
 	// Reopen, when set, closes old and returns a new store opened on the same
 	// data, as a process restart would. The suite then also checks that
