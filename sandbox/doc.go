@@ -125,6 +125,8 @@
 //     exceeded".
 //   - Output: at most 10000 reports and 1000 log entries, and 16 MiB of
 //     both together, per run; report() past the limit throws.
+//   - Bridged calls: at most 1000 pending at a time per run; a call past
+//     that rejects with RangeError "Too many pending host calls".
 //
 // Any worker death (crash, OOM kill) settles its run — memory when the
 // worker ran out of memory, error "WorkerCrashed" otherwise — and never

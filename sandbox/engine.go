@@ -64,6 +64,8 @@ type engine struct {
 	// interrupt) or fail.
 	idle func() error
 
+	pendingCalls int // bridged calls not yet completed
+
 	reportCount int
 	outBytes    int
 	logCount    int
@@ -78,6 +80,7 @@ type engine struct {
 }
 
 const (
+	maxPendingCalls = 1000
 	maxReports      = 10000
 	maxLogs         = 1000
 	maxOutputBytes  = 16 << 20
@@ -673,10 +676,16 @@ func (e *engine) bridge(id int) goja.Value {
 			}
 			args[i] = v
 		}
+		if e.pendingCalls >= maxPendingCalls {
+			_ = reject(e.newError("RangeError", fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)))
+			return rt.ToValue(p)
+		}
+		e.pendingCalls++
 		var once sync.Once
 		e.host.call(id, args, func(v any, herr *Error) {
 			once.Do(func() {
 				e.post(func() error {
+					e.pendingCalls--
 					if herr != nil {
 						return reject(e.newError(herr.Name, herr.Message))
 					}

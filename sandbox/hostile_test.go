@@ -80,6 +80,12 @@ export default async () => {
 		{name: "log flood", src: "export default () => { for (let i = 0; i < 100000; i++) console.log('x'.repeat(1000)); return 1; };", opts: mem, status: StatusSuccess, check: func(t *testing.T, res Result) {
 			assert.LessOrEqual(t, len(res.Logs), maxLogs)
 		}},
+		{name: "host call flood", src: "import {f} from 'h';\nexport default () => { for (;;) f(); };", opts: func() *Options {
+			return &Options{Timeout: 300 * time.Millisecond, Imports: map[string]map[string]any{"h": {"f": HostFunc(func(ctx context.Context, args []any) (any, error) { return 1, nil })}}}
+		}, status: StatusTerminated},
+		{name: "too many pending host calls", src: "import {f} from 'h';\nexport default async () => { const ps = []; for (let i = 0; i < 5000; i++) ps.push(f()); await Promise.all(ps); };", opts: func() *Options {
+			return &Options{Timeout: 20 * time.Second, Imports: map[string]map[string]any{"h": {"f": HostFunc(func(ctx context.Context, args []any) (any, error) { return 1, nil })}}}
+		}, status: StatusError, errName: "RangeError", message: "Too many pending host calls"},
 		{name: "await never settles", src: "export default async () => { await new Promise(() => {}); };", opts: short, status: StatusTerminated},
 		{name: "syntax error", src: "export default () => {", opts: short, status: StatusLinkError, errName: "SyntaxError"},
 		{name: "typescript type syntax error", src: "let x: Array<number = [];\nexport default () => x;", opts: short, status: StatusLinkError, errName: "SyntaxError", message: "Line 1 of <runCode>"},

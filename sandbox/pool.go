@@ -114,8 +114,9 @@ type workerProc struct {
 	pool  *workerPool
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	ctrl  *os.File // control pipe (fd 3 in the worker); nil on Windows
-	wmu   sync.Mutex
+	ctrl  *os.File   // control pipe (fd 3 in the worker); nil on Windows
+	wmu   sync.Mutex // serialises writes to stdin
+	cmu   sync.Mutex // serialises writes to ctrl
 	tail  tailBuffer
 	dead  atomic.Bool
 	runs  int // guarded by being owned by one run at a time
@@ -194,8 +195,8 @@ func (w *workerProc) sendCtrl(f *frame) error {
 	if w.ctrl == nil {
 		return nil
 	}
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
+	w.cmu.Lock()
+	defer w.cmu.Unlock()
 	return writeFrame(w.ctrl, f)
 }
 
@@ -393,10 +394,8 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 		}
 		grace := p.opts.TerminateGrace
 		run.setTerminator(func(o *outcome) {
-			// The control pipe interrupts running JavaScript; the copy on
-			// stdin wakes an engine waiting for bridged results.
-			_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
-			_ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err})
+			// Arm the kill first: the writes below may block if the worker
+			// stopped reading.
 			time.AfterFunc(grace, func() {
 				if run.isSettled() {
 					return
@@ -405,6 +404,11 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 					w.kill()
 				}
 			})
+			// The control pipe interrupts running JavaScript; the copy on
+			// stdin wakes an engine waiting for bridged results (stdin may
+			// be full of results the code never waited for, so do not wait).
+			_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
+			go func() { _ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err}) }()
 		})
 	}()
 }
