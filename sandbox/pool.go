@@ -25,11 +25,12 @@ type workerPool struct {
 	spawning int
 	closed   bool
 	live     map[*workerProc]struct{} // every running worker process
+	slots    chan struct{}            // one per run executing on a worker
 	runID    atomic.Uint64
 }
 
 func newWorkerPool(opts *RunnerOptions) *workerPool {
-	return &workerPool{opts: opts, live: map[*workerProc]struct{}{}}
+	return &workerPool{opts: opts, live: map[*workerProc]struct{}{}, slots: make(chan struct{}, opts.MaxWorkers)}
 }
 
 func (p *workerPool) close() {
@@ -126,11 +127,12 @@ type workerProc struct {
 }
 
 type workerRun struct {
-	id     uint64
-	run    *Run
-	funcs  []*funcRef
-	memory int64
-	killed atomic.Pointer[outcome]
+	id      uint64
+	run     *Run
+	funcs   []*funcRef
+	memory  int64
+	killed  atomic.Pointer[outcome]
+	release func() // frees the run's slot; safe to call more than once
 }
 
 func (p *workerPool) spawn() (*workerProc, error) {
@@ -278,6 +280,7 @@ func (w *workerProc) exited() {
 	if wr == nil {
 		return
 	}
+	defer wr.release()
 	if o := wr.killed.Load(); o != nil {
 		wr.run.settle(o)
 		return
@@ -360,6 +363,7 @@ func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 			o = k
 		}
 		wr.run.settle(o)
+		wr.release()
 		w.runs++
 		if f.St == StatusMemory || wr.killed.Load() != nil {
 			// The worker may hold a large heap or a runaway goroutine: retire it.
@@ -372,14 +376,27 @@ func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 
 // start runs p on a pooled worker; it returns at once.
 func (p *workerPool) start(run *Run, pr *prepared) {
+	// While it waits for a slot, a terminated run settles at once.
+	run.setTerminator(run.settle)
 	go func() {
+		select {
+		case p.slots <- struct{}{}:
+		case <-run.done:
+			return
+		}
+		release := sync.OnceFunc(func() { <-p.slots })
+		if run.isSettled() {
+			release()
+			return
+		}
 		w, err := p.get()
 		if err != nil {
+			release()
 			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
 			return
 		}
 		c := pr.job.code
-		wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory}
+		wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory, release: release}
 		spec := &runSpec{Hash: c.hash, Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports,
 			Entry: pr.job.entry, Args: pr.job.args, Globals: pr.job.globals, Imports: pr.job.imports,
 			Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
@@ -393,11 +410,12 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 			return
 		}
 		grace := p.opts.TerminateGrace
-		run.setTerminator(func(o *outcome) {
+		stop := func(o *outcome) {
 			// Arm the kill first: the writes below may block if the worker
-			// stopped reading.
+			// stopped reading. The worker is done with the run once it is
+			// no longer its current run (done frame or death).
 			time.AfterFunc(grace, func() {
-				if run.isSettled() {
+				if w.current(wr.id) == nil {
 					return
 				}
 				if wr.killed.CompareAndSwap(nil, o) {
@@ -409,7 +427,13 @@ func (p *workerPool) start(run *Run, pr *prepared) {
 			// be full of results the code never waited for, so do not wait).
 			_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
 			go func() { _ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err}) }()
-		})
+		}
+		run.setTerminator(stop)
+		if run.isSettled() {
+			// Terminated (by the waiting-room terminator) while starting.
+			r, _ := run.Result()
+			stop(&outcome{status: StatusTerminated, err: r.Error})
+		}
 	}()
 }
 

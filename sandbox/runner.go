@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,6 +158,11 @@ type RunnerOptions struct {
 	Mode Mode
 	// PoolSize is the number of idle warm workers kept; 0 means 2.
 	PoolSize int
+	// MaxWorkers bounds the runs executing at once in worker mode (each
+	// needs its own process); further runs wait for a free worker (their
+	// timeout, context and Terminate still apply while waiting). 0 means
+	// 4 × runtime.NumCPU().
+	MaxWorkers int
 	// WorkerCommand is the command that starts a worker (program and args);
 	// it runs with WorkerEnv=1 in its environment. nil means re-executing
 	// the current binary (os.Executable).
@@ -192,6 +198,9 @@ func New(opts *RunnerOptions) *Runner {
 	}
 	if o.PoolSize <= 0 {
 		o.PoolSize = 2
+	}
+	if o.MaxWorkers <= 0 {
+		o.MaxWorkers = 4 * runtime.NumCPU()
 	}
 	if o.DefaultMemoryLimit <= 0 {
 		o.DefaultMemoryLimit = 256 << 20

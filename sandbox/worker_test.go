@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,4 +81,40 @@ func TestTerminateWithOneCPU(t *testing.T) {
 	// Without the second P the frame waits for a scheduler tick (10 ms or
 	// more); well below the kill grace period either way.
 	assert.Less(t, times[len(times)/2], 8*time.Millisecond, "median terminate")
+}
+
+func TestMaxWorkersQueuesRuns(t *testing.T) {
+	r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1})
+	defer r.Close()
+	release := make(chan struct{})
+	gate := HostFunc(func(ctx context.Context, args []any) (any, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return "first", nil
+	})
+	first := r.Start(testCtx, "import {gate} from 'g';\nexport default () => gate();", &Options{Imports: map[string]map[string]any{"g": {"gate": gate}}})
+	second := r.Start(testCtx, "export default () => 'second';", nil)
+	third := r.Start(testCtx, "export default () => 'third';", nil)
+	time.Sleep(100 * time.Millisecond)
+	assert.True(t, second.Running(), "the second run waits for the only worker")
+
+	t0 := time.Now()
+	third.Terminate("not needed")
+	res := wait(t, third)
+	requireStatus(t, res, StatusTerminated)
+	assert.Less(t, time.Since(t0), time.Second, "a waiting run terminates at once")
+
+	close(release)
+	res = wait(t, first)
+	requireStatus(t, res, StatusSuccess)
+	res = wait(t, second)
+	requireStatus(t, res, StatusSuccess)
+	assert.Equal(t, "second", res.Value)
+
+	r.pool.mu.Lock()
+	live := len(r.pool.live)
+	r.pool.mu.Unlock()
+	assert.LessOrEqual(t, live, 3, "at most MaxWorkers busy plus the warm pool")
 }
