@@ -95,7 +95,9 @@
 //
 // In the default [ModeWorker] each run executes in a child worker process,
 // kept warm in a small pool ([RunnerOptions.PoolSize]) so a run pays no
-// process start (about 0.5 ms per trivial run). Any binary that imports this
+// process start (about 0.25 ms per trivial run, 35 µs per bridged call; see
+// BENCHMARKS.md). At most [RunnerOptions.MaxWorkers] runs execute at once;
+// more wait for a worker. Any binary that imports this
 // package can be its own worker: the package's init function checks the
 // environment variable TOOLRUN_SANDBOX_WORKER ([WorkerEnv]) and, when it is
 // "1", serves the worker protocol (length-prefixed binary frames; see
