@@ -129,6 +129,9 @@
 //     both together, per run; report() past the limit throws.
 //   - Bridged calls: at most 1000 pending at a time per run; a call past
 //     that rejects with RangeError "Too many pending host calls".
+//   - Transfers: a result, or the arguments of one bridged call, may hold at
+//     most 64 MiB; larger ones fail with RangeError "Value too large to
+//     transfer", so sandbox code cannot make the host hold big copies.
 //
 // Any worker death (crash, OOM kill) settles its run — memory when the
 // worker ran out of memory, error "WorkerCrashed" otherwise — and never

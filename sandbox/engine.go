@@ -80,11 +80,13 @@ type engine struct {
 }
 
 const (
-	maxPendingCalls = 1000
-	maxReports      = 10000
-	maxLogs         = 1000
-	maxOutputBytes  = 16 << 20
-	defaultMaxStack = 10000
+	maxPendingCalls  = 1000
+	maxTransferBytes = 64 << 20 // a result or one call's arguments
+	tooLargeMsg      = "Value too large to transfer (limit 64 MiB)"
+	maxReports       = 10000
+	maxLogs          = 1000
+	maxOutputBytes   = 16 << 20
+	defaultMaxStack  = 10000
 )
 
 var (
@@ -343,6 +345,9 @@ func (e *engine) run() (out *outcome) {
 	if xerr != nil {
 		return &outcome{status: StatusError, err: serializationError(xerr)}
 	}
+	if sizeOf(val) > maxTransferBytes {
+		return &outcome{status: StatusError, err: &Error{Name: "RangeError", Message: tooLargeMsg}}
+	}
 	return &outcome{status: StatusSuccess, value: val}
 }
 
@@ -595,14 +600,20 @@ func (e *engine) consoleLog(level string, args []goja.Value) {
 	}
 	e.logCount++
 	out := make([]any, len(args))
+	size := 0
 	for i, a := range args {
 		v, err := e.fromJS(a, 0, nil)
 		if err != nil {
 			v = a.String()
 		}
 		out[i] = v
-		e.outBytes += sizeOf(v)
+		size += sizeOf(v)
 	}
+	if e.outBytes+size > maxOutputBytes {
+		e.outBytes = maxOutputBytes // the budget is spent: drop this and later entries
+		return
+	}
+	e.outBytes += size
 	e.host.log(LogEntry{Level: level, Args: out, Timestamp: time.Now()})
 }
 
@@ -617,8 +628,12 @@ func (e *engine) doReport(a goja.Value) {
 	if err != nil {
 		e.throw("SerializationError", strings.TrimPrefix(err.Error(), "SerializationError: "))
 	}
+	size := sizeOf(v)
+	if e.outBytes+size > maxOutputBytes {
+		e.throw("RangeError", fmt.Sprintf("Report limit exceeded (%d reports or %d bytes per run)", maxReports, maxOutputBytes))
+	}
 	e.reportCount++
-	e.outBytes += sizeOf(v)
+	e.outBytes += size
 	e.host.report(v)
 }
 
@@ -675,6 +690,10 @@ func (e *engine) bridge(id int) goja.Value {
 				return rt.ToValue(p)
 			}
 			args[i] = v
+		}
+		if sizeOf(args) > maxTransferBytes {
+			_ = reject(e.newError("RangeError", tooLargeMsg))
+			return rt.ToValue(p)
 		}
 		if e.pendingCalls >= maxPendingCalls {
 			_ = reject(e.newError("RangeError", fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)))

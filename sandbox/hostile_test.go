@@ -213,3 +213,25 @@ func findBusyWorker(t *testing.T, r *Runner) *workerProc {
 	}, 5*time.Second, time.Millisecond)
 	return found
 }
+
+func TestTransferSizeLimits(t *testing.T) {
+	_, wk := runners()
+	res := runCode(t, wk, "export default () => 'x'.repeat(80 * 1024 * 1024);", &Options{MemoryLimitBytes: 512 << 20, Timeout: 30 * time.Second})
+	requireStatus(t, res, StatusError)
+	assert.Equal(t, "RangeError", res.Error.Name)
+	assert.Contains(t, res.Error.Message, "too large to transfer")
+
+	called := false
+	res = runCode(t, wk, "import {f} from 'h';\nexport default async () => { try { await f('y'.repeat(80 * 1024 * 1024)); } catch (e: any) { return e.message; } };", &Options{
+		MemoryLimitBytes: 512 << 20, Timeout: 30 * time.Second,
+		Imports: map[string]map[string]any{"h": {"f": HostFunc(func(ctx context.Context, args []any) (any, error) { called = true; return nil, nil })}},
+	})
+	requireStatus(t, res, StatusSuccess)
+	assert.Contains(t, res.Value, "too large to transfer")
+	assert.False(t, called)
+
+	res = runCode(t, wk, "export default () => { try { report('z'.repeat(20 * 1024 * 1024)); } catch (e: any) { return e.name; } };", &Options{Report: func(any) {}, Timeout: 30 * time.Second})
+	requireStatus(t, res, StatusSuccess)
+	assert.Equal(t, "RangeError", res.Value)
+	assert.Empty(t, res.Reports)
+}
