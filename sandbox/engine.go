@@ -71,12 +71,12 @@ type engine struct {
 	logCount    int
 
 	// captured intrinsics
-	objectProto, arrayProto, dateProto, mapProto, setProto, abProto *goja.Object
-	typedProtos                                                     map[*goja.Object]string
-	typedCtors                                                      map[string]*goja.Object
-	mapForEach, setForEach                                          goja.Callable
-	errorCtor, dateCtor, mapCtor, setCtor                           *goja.Object
-	haveIntr                                                        bool
+	objectProto, mapProto, setProto, abProto *goja.Object
+	typedProtos                              map[*goja.Object]string
+	typedCtors                               map[string]*goja.Object
+	mapForEach, setForEach                   goja.Callable
+	errorCtor, dateCtor, mapCtor, setCtor    *goja.Object
+	haveIntr                                 bool
 }
 
 const (
@@ -517,9 +517,7 @@ func (e *engine) intrinsics() {
 		}
 		return v.ToObject(rt)
 	}
-	e.arrayProto = get(get(g, "Array"), "prototype")
 	e.dateCtor = get(g, "Date")
-	e.dateProto = get(e.dateCtor, "prototype")
 	e.mapCtor = get(g, "Map")
 	e.mapProto = get(e.mapCtor, "prototype")
 	e.setCtor = get(g, "Set")

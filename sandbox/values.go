@@ -10,7 +10,6 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
-	"strconv"
 	"time"
 )
 
@@ -307,15 +306,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// describe is a short text form of a canonical value for messages.
-func describe(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case float64:
-		return strconv.FormatFloat(x, 'g', -1, 64)
-	}
-	return fmt.Sprint(v)
 }
