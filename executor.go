@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
@@ -27,6 +29,9 @@ type ExecutorOptions struct {
 	Logger *slog.Logger
 	// Hooks are called around tool calls.
 	Hooks Hooks
+	// TracerProvider receives an "execute_tool <name>" span per call
+	// (OpenTelemetry GenAI conventions; secrets redacted). nil means no tracing.
+	TracerProvider trace.TracerProvider
 	// CodeRunner runs ThreadState.RunCode. nil means the sandbox package's
 	// default runner (SandboxRunner); NoCodeRunner disables RunCode.
 	CodeRunner CodeRunner
@@ -38,14 +43,15 @@ type ExecutorOptions struct {
 // never a Go error from Run. An Executor is safe for concurrent use; batches
 // of one thread are serialised, batches of different threads run in parallel.
 type Executor struct {
-	reg   *Registry
-	store Store
-	env   map[string]EnvValue
-	log   *slog.Logger
-	hooks Hooks
-	code  CodeRunner
-	ev    events
-	locks keyedMutex
+	reg    *Registry
+	store  Store
+	env    map[string]EnvValue
+	log    *slog.Logger
+	hooks  Hooks
+	code   CodeRunner
+	ev     events
+	locks  keyedMutex
+	tracer trace.Tracer
 }
 
 // NewExecutor returns an executor of the tools registered in reg.
@@ -53,7 +59,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts == nil {
 		opts = &ExecutorOptions{}
 	}
-	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner}
+	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider)}
 	if e.store == nil {
 		e.store = NewMemoryStore()
 	}
@@ -235,7 +241,9 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.fireStarted(ctx, b, c)
 		b.msgID = newID("msg")
 		var abort error
-		res, abort = e.execute(ctx, b, nil, c.Name, c.Arguments)
+		sctx, span := e.startToolSpan(ctx, b, c)
+		res, abort = e.execute(sctx, b, nil, c.Name, c.Arguments)
+		defer func() { e.endToolSpan(span, res, b) }()
 		if abort != nil {
 			b.abort = abort
 		}

@@ -10,6 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/toolrun/toolrun/internal/partialjson"
 )
 
@@ -25,6 +29,9 @@ type RuntimeOptions struct {
 	Hooks Hooks
 	// CodeRunner runs ThreadState.RunCode; nil means the sandbox.
 	CodeRunner CodeRunner
+	// TracerProvider receives "chat <model>" and "execute_tool <name>" spans
+	// (OpenTelemetry GenAI conventions). nil means no tracing.
+	TracerProvider trace.TracerProvider
 	// MaxTotalSteps is the global ceiling of model requests in one
 	// execution (a Send and the turns it starts); 0 means 250, raised to the
 	// largest side MaxSteps when that is bigger.
@@ -54,7 +61,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	if opts == nil {
 		opts = &RuntimeOptions{}
 	}
-	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner})
+	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner, TracerProvider: opts.TracerProvider})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps}
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
@@ -666,9 +673,11 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 		b.mu.Unlock()
 		rt.ex.emitStarted(ctx, b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()})
 	}
-	finished := false
-	for ch, err := range ts.model.Provider.Stream(ctx, req) {
+	sctx, span := rt.startChatSpan(ctx, ts)
+	defer span.End()
+	for ch, err := range ts.model.Provider.Stream(sctx, req) {
 		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
 			return "", nil, fmt.Errorf("toolrun: model %s: %w", ts.model.Name, err)
 		}
 		switch ch.Type {
@@ -709,11 +718,16 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 			if ch.ProviderTool != nil {
 				rt.log.InfoContext(ctx, "toolrun: provider tool", "thread", ts.th.ID, "name", ch.ProviderTool.Name, "id", ch.ProviderTool.ID, "status", ch.ProviderTool.Status)
 			}
+		case ChunkUsage:
+			if ch.Usage != nil && span.IsRecording() {
+				span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", ch.Usage.InputTokens), attribute.Int("gen_ai.usage.output_tokens", ch.Usage.OutputTokens))
+			}
 		case ChunkFinish:
-			finished = true
+			if span.IsRecording() {
+				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ch.FinishReason}))
+			}
 		}
 	}
-	_ = finished
 	out := make([]ToolCall, 0, len(order))
 	for _, i := range order {
 		pc := calls[i]
