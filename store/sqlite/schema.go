@@ -43,21 +43,6 @@ CREATE TABLE messages (
 	PRIMARY KEY (thread_id, seq)
 ) WITHOUT ROWID;
 
--- The number of messages per thread, silence and depth, kept by a trigger,
--- so ListMessages finds Total without counting rows.
-CREATE TABLE message_counts (
-	thread_id TEXT    NOT NULL,
-	silent    INTEGER NOT NULL,
-	depth     INTEGER NOT NULL,
-	n         INTEGER NOT NULL,
-	PRIMARY KEY (thread_id, silent, depth)
-) WITHOUT ROWID;
-
-CREATE TRIGGER messages_count AFTER INSERT ON messages BEGIN
-	INSERT INTO message_counts (thread_id, silent, depth, n) VALUES (NEW.thread_id, NEW.silent, NEW.depth, 1)
-		ON CONFLICT (thread_id, silent, depth) DO UPDATE SET n = n + 1;
-END;
-
 -- One stored result per tool call and thread, enforced by the database.
 CREATE UNIQUE INDEX messages_tool_result ON messages (thread_id, tool_call_id)
 	WHERE role = 'tool' AND tool_call_id <> '';

@@ -93,10 +93,13 @@ type Options struct {
 // Store is a toolrun.Store in an SQLite database. It is safe for concurrent
 // use; several processes may also open the same file.
 type Store struct {
-	db     *sql.DB
-	owned  bool             // Close closes db
-	wmu    sync.Mutex       // serialises this process's writes
-	seqs   map[string]int64 // thread → last Seq this Store wrote or read; under wmu
+	db    *sql.DB
+	owned bool             // Close closes db
+	wmu   sync.Mutex       // serialises this process's writes
+	seqs  map[string]int64 // thread → last Seq this Store wrote or read; under wmu
+
+	cmu    sync.Mutex
+	counts map[countKey]countEntry // message counts per thread and filter
 	closed sync.Once
 	cerr   error
 	stmts  sync.Map // query text → *sql.Stmt
@@ -629,19 +632,29 @@ func mergeExtra(m, x toolrun.Message) toolrun.Message {
 	return x
 }
 
-// ListMessages implements toolrun.MessageStore. Total comes from the
-// message_counts table, in the same statement as the page.
+// ListMessages implements toolrun.MessageStore.
+//
+// Total is counted incrementally: Seqs are handed out contiguously and rows
+// are never removed, so the Store remembers, per thread and filter, the
+// count up to the last Seq it saw, and each query counts only the rows
+// appended since (in the same statement as the page, so both see one
+// snapshot). The first query of a thread and filter in a process counts all
+// its rows once.
 func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
-	filter := ``
-	args := []any{threadID}
+	depth := int64(q.MaxDepth)
+	if depth < 0 {
+		depth = -1
+	}
+	filter := ` AND (?2 < 0 OR depth <= ?2)`
 	if !q.IncludeSilent {
 		filter += ` AND silent = 0`
 	}
-	if q.MaxDepth >= 0 {
-		filter += ` AND depth <= ?2`
-		args = append(args, q.MaxDepth)
-	}
-	count := `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = ?1` + filter
+	key := countKey{threadID, q.IncludeSilent, depth}
+	s.cmu.Lock()
+	known, cached := s.counts[key]
+	s.cmu.Unlock()
+	tail := `(SELECT count(*) FROM messages WHERE thread_id = ?1 AND seq > ?3` + filter + `),
+		coalesce((SELECT seq FROM messages WHERE thread_id = ?1 ORDER BY seq DESC LIMIT 1), 0)`
 	dir := "DESC"
 	if q.Order == toolrun.OrderAsc {
 		dir = "ASC"
@@ -651,14 +664,31 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 		limit = -1
 	}
 	off := max(q.Offset, 0)
-	page, err := s.listPage(ctx, threadID, `SELECT `+msgColumns+`, (`+count+`) FROM messages
-		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT ? OFFSET ?`, append(args, limit, off))
+	var added, last int64
+	page, err := s.listPage(ctx, threadID, `SELECT `+msgColumns+`, `+tail+` FROM messages
+		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT ?4 OFFSET ?5`,
+		[]any{threadID, depth, known.last, limit, off}, &added, &last)
 	if err == nil && len(page.Messages) == 0 {
-		err = s.queryRow(ctx, count, args...).Scan(&page.Total)
+		err = s.queryRow(ctx, `SELECT `+tail, threadID, depth, known.last).Scan(&added, &last)
 	}
 	if err != nil {
 		return toolrun.MessagePage{}, fmt.Errorf("sqlite: list messages of thread %q: %w", threadID, err)
 	}
+	if cached && last < known.last {
+		// Not the database the count was taken on (replaced under us):
+		// forget every count and start again.
+		s.cmu.Lock()
+		s.counts = nil
+		s.cmu.Unlock()
+		return s.ListMessages(ctx, threadID, q)
+	}
+	page.Total = int(known.n + added)
+	s.cmu.Lock()
+	if s.counts == nil || len(s.counts) >= 4096 {
+		s.counts = make(map[countKey]countEntry)
+	}
+	s.counts[key] = countEntry{last: last, n: known.n + added}
+	s.cmu.Unlock()
 	page.HasMore = off+len(page.Messages) < page.Total
 	if q.Order == toolrun.OrderDefault {
 		slices.Reverse(page.Messages)
@@ -666,7 +696,18 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 	return page, nil
 }
 
-func (s *Store) listPage(ctx context.Context, threadID, query string, args []any) (toolrun.MessagePage, error) {
+// countKey names one message filter of one thread; countEntry is its
+// number of matching rows up to Seq last.
+type (
+	countKey struct {
+		thread string
+		silent bool
+		depth  int64
+	}
+	countEntry struct{ last, n int64 }
+)
+
+func (s *Store) listPage(ctx context.Context, threadID, query string, args []any, tail ...any) (toolrun.MessagePage, error) {
 	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {
@@ -674,7 +715,7 @@ func (s *Store) listPage(ctx context.Context, threadID, query string, args []any
 	}
 	defer rows.Close()
 	for rows.Next() {
-		m, err := scanMessage(threadID, rows, &page.Total)
+		m, err := scanMessage(threadID, rows, tail...)
 		if err != nil {
 			return page, err
 		}

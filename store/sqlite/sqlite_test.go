@@ -226,3 +226,53 @@ func BenchmarkStoreExclusive(b *testing.B) {
 func BenchmarkStoreSyncFull(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) toolrun.Store { return openTemp(b, &sqlite.Options{Synchronous: sqlite.SyncFull}) })
 }
+
+// Total stays exact when another Store (another process) appends between
+// two queries of a Store that has counted the thread before.
+func TestTotalAcrossStores(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "counts.db")
+	a, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if err := a.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	totals := func(want, wantAll int) {
+		t.Helper()
+		for _, q := range []toolrun.MessageQuery{{Limit: 1}, {Limit: 1, IncludeSilent: true, MaxDepth: -1}} {
+			p, err := a.ListMessages(ctx, "t", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want
+			if q.IncludeSilent {
+				w = wantAll
+			}
+			if p.Total != w {
+				t.Errorf("Total(%+v) = %d, want %d", q, p.Total, w)
+			}
+		}
+	}
+	totals(0, 0)
+	for i := range 3 {
+		if err := b.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Silent: i == 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	totals(2, 3)
+	if err := b.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Depth: 1}, &toolrun.Message{Role: toolrun.RoleUser}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Silent: true}); err != nil {
+		t.Fatal(err)
+	}
+	totals(3, 6)
+}
