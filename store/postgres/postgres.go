@@ -577,8 +577,20 @@ func fenceOwner(scope toolrun.EnvScope, owner string) string {
 	return ""
 }
 
+// checkScope refuses scopes other than thread and user, as the memory
+// store does.
+func checkScope(scope toolrun.EnvScope) error {
+	if scope != toolrun.ScopeThread && scope != toolrun.ScopeUser {
+		return fmt.Errorf("unknown env scope %q", scope)
+	}
+	return nil
+}
+
 // GetEnv implements toolrun.EnvStore.
 func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
+	if err := checkScope(scope); err != nil {
+		return toolrun.EnvValue{}, fmt.Errorf("postgres: get env: %w", err)
+	}
 	var v toolrun.EnvValue
 	var typ string
 	err := s.pool.QueryRow(ctx, `SELECT value, type FROM env WHERE scope = $1 AND owner_id = $2 AND name = $3`,
@@ -595,6 +607,9 @@ func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 
 // SetEnv implements toolrun.EnvStore.
 func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
+	if err := checkScope(scope); err != nil {
+		return fmt.Errorf("postgres: set env: %w", err)
+	}
 	_, err := s.writeExec(ctx, fenceOwner(scope, ownerID), `INSERT INTO env (scope, owner_id, name, value, type) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = EXCLUDED.value, type = EXCLUDED.type`,
 		string(scope), ownerID, name, v.Value, string(v.Type))
@@ -606,6 +621,9 @@ func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 
 // DeleteEnv implements toolrun.EnvStore.
 func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) error {
+	if err := checkScope(scope); err != nil {
+		return fmt.Errorf("postgres: delete env: %w", err)
+	}
 	_, err := s.writeExec(ctx, fenceOwner(scope, ownerID), `DELETE FROM env WHERE scope = $1 AND owner_id = $2 AND name = $3`,
 		string(scope), ownerID, name)
 	if err != nil {
@@ -616,6 +634,9 @@ func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, 
 
 // ListEnv implements toolrun.EnvStore.
 func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, fmt.Errorf("postgres: list env: %w", err)
+	}
 	out := map[string]toolrun.EnvValue{}
 	rows, err := s.pool.Query(ctx, `SELECT name, value, type FROM env WHERE scope = $1 AND owner_id = $2`, string(scope), ownerID)
 	if err == nil {

@@ -127,3 +127,11 @@ func TestConformanceAsyncCommit(t *testing.T) {
 	dbURL(t)
 	storetest.Run(t, func(t *testing.T) toolrun.Store { return openTempOpts(t, true) }, nil)
 }
+
+// Env scopes other than thread and user are refused, as by the memory store.
+func TestUnknownEnvScope(t *testing.T) {
+	st := openTemp(t)
+	if err := st.SetEnv(t.Context(), "agent", "a", "K", toolrun.EnvValue{Value: "v"}); err == nil {
+		t.Error("SetEnv accepted scope \"agent\"")
+	}
+}

@@ -781,8 +781,20 @@ func isJSONNull(v json.RawMessage) bool {
 
 // ---- env ----
 
+// checkScope refuses scopes other than thread and user, as the memory
+// store does.
+func checkScope(scope toolrun.EnvScope) error {
+	if scope != toolrun.ScopeThread && scope != toolrun.ScopeUser {
+		return fmt.Errorf("unknown env scope %q", scope)
+	}
+	return nil
+}
+
 // GetEnv implements toolrun.EnvStore.
 func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
+	if err := checkScope(scope); err != nil {
+		return toolrun.EnvValue{}, fmt.Errorf("sqlite: get env: %w", err)
+	}
 	var v toolrun.EnvValue
 	err := s.queryRow(ctx, `SELECT value, type FROM env WHERE scope = ? AND owner_id = ? AND name = ?`,
 		string(scope), ownerID, name).Scan(&v.Value, &v.Type)
@@ -797,6 +809,9 @@ func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 
 // SetEnv implements toolrun.EnvStore.
 func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
+	if err := checkScope(scope); err != nil {
+		return fmt.Errorf("sqlite: set env: %w", err)
+	}
 	err := s.write(ctx, func() error {
 		_, err := s.exec(ctx, `INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = excluded.value, type = excluded.type`,
@@ -811,6 +826,9 @@ func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 
 // DeleteEnv implements toolrun.EnvStore.
 func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) error {
+	if err := checkScope(scope); err != nil {
+		return fmt.Errorf("sqlite: delete env: %w", err)
+	}
 	err := s.write(ctx, func() error {
 		_, err := s.exec(ctx, `DELETE FROM env WHERE scope = ? AND owner_id = ? AND name = ?`, string(scope), ownerID, name)
 		return err
@@ -823,6 +841,9 @@ func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, 
 
 // ListEnv implements toolrun.EnvStore.
 func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
+	if err := checkScope(scope); err != nil {
+		return nil, fmt.Errorf("sqlite: list env: %w", err)
+	}
 	rows, err := s.query(ctx, `SELECT name, value, type FROM env WHERE scope = ? AND owner_id = ?`, string(scope), ownerID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)

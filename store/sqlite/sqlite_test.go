@@ -276,3 +276,14 @@ func TestTotalAcrossStores(t *testing.T) {
 	}
 	totals(3, 6)
 }
+
+// Env scopes other than thread and user are refused, as by the memory store.
+func TestUnknownEnvScope(t *testing.T) {
+	st := openTemp(t, nil)
+	if err := st.SetEnv(t.Context(), "agent", "a", "K", toolrun.EnvValue{Value: "v"}); err == nil {
+		t.Error("SetEnv accepted scope \"agent\"")
+	}
+	if _, err := st.ListEnv(t.Context(), "agent", "a"); err == nil {
+		t.Error("ListEnv accepted scope \"agent\"")
+	}
+}
