@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,10 +24,11 @@ import (
 // these environment variables) that executes a batch of slow tool calls
 // against a PostgreSQL schema, and kills it with SIGKILL mid-batch.
 const (
-	envCrashDB  = "TOOLRUN_POSTGRES_CRASH_SCHEMA"
-	envCrashLog = "TOOLRUN_POSTGRES_CRASH_LOG"
-	crashThread = "thr-crash"
-	crashCalls  = 12
+	envCrashDB    = "TOOLRUN_POSTGRES_CRASH_DB"
+	envCrashLog   = "TOOLRUN_POSTGRES_CRASH_LOG"
+	envCrashCalls = "TOOLRUN_POSTGRES_CRASH_CALLS"
+	envCrashDelay = "TOOLRUN_POSTGRES_CRASH_DELAY"
+	crashThread   = "thr-crash"
 )
 
 type slowArgs struct {
@@ -53,8 +55,8 @@ func slowTool(logPath string, delay time.Duration) *toolrun.Func[slowArgs] {
 	}
 }
 
-func crashBatch() []toolrun.ToolCall {
-	calls := make([]toolrun.ToolCall, crashCalls)
+func crashBatch(n int) []toolrun.ToolCall {
+	calls := make([]toolrun.ToolCall, n)
 	for i := range calls {
 		calls[i] = toolrun.ToolCall{ID: fmt.Sprintf("call-%02d", i), Name: "slow", Arguments: fmt.Sprintf(`{"n":%d}`, i)}
 	}
@@ -81,8 +83,10 @@ func TestCrashHelper(t *testing.T) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	ex := newCrashExecutor(t, st, os.Getenv(envCrashLog), 150*time.Millisecond)
-	if _, err := ex.Run(context.Background(), crashThread, crashBatch()); err != nil {
+	n, _ := strconv.Atoi(os.Getenv(envCrashCalls))
+	delay, _ := time.ParseDuration(os.Getenv(envCrashDelay))
+	ex := newCrashExecutor(t, st, os.Getenv(envCrashLog), delay)
+	if _, err := ex.Run(context.Background(), crashThread, crashBatch(n)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
@@ -113,16 +117,33 @@ func readExecutions(t *testing.T, path string) []int {
 
 // A process killed with SIGKILL in the middle of a batch loses no stored
 // result and stores none twice; the database opens cleanly; running the
-// batch again executes only the calls without a stored result.
+// batch again executes only the calls without a stored result. "slow" kills
+// the child while a tool runs; "fast" (tools that return at once, hundreds
+// of commits a second) most likely kills it in the middle of a write.
 func TestCrashResume(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}
+	for _, mode := range []struct {
+		name   string
+		calls  int
+		delay  time.Duration
+		killAt int // started calls before the kill
+	}{
+		{"slow", 12, 150 * time.Millisecond, 6},
+		{"fast", 3000, 0, 200},
+	} {
+		t.Run(mode.name, func(t *testing.T) { crashResume(t, mode.calls, mode.delay, mode.killAt) })
+	}
+}
+
+func crashResume(t *testing.T, crashCalls int, delay time.Duration, killAt int) {
 	url := dbURL(t)
 	dir := t.TempDir()
 	db, logPath := newSchema(t), filepath.Join(dir, "executions.log")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelper$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envCrashDB+"="+db, envCrashLog+"="+logPath)
+	cmd.Env = append(os.Environ(), envCrashDB+"="+db, envCrashLog+"="+logPath,
+		envCrashCalls+"="+strconv.Itoa(crashCalls), envCrashDelay+"="+delay.String())
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -130,7 +151,7 @@ func TestCrashResume(t *testing.T) {
 	}
 	// Kill the child once it is well into the batch.
 	deadline := time.Now().Add(30 * time.Second)
-	for len(readExecutions(t, logPath)) < 6 {
+	for len(readExecutions(t, logPath)) < killAt {
 		if time.Now().After(deadline) {
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -138,7 +159,7 @@ func TestCrashResume(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(40 * time.Millisecond) // land inside a call, not between two
+	time.Sleep(delay / 4) // slow mode: land inside a call, not between two
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +169,7 @@ func TestCrashResume(t *testing.T) {
 	}
 	executed := readExecutions(t, logPath)
 	if len(executed) >= crashCalls {
-		t.Fatalf("the child finished all %d calls before the kill; slow the tool down", crashCalls)
+		t.Fatalf("the child finished all %d calls before the kill", crashCalls)
 	}
 
 	// The store opens cleanly.
@@ -186,7 +207,7 @@ func TestCrashResume(t *testing.T) {
 	// Run the same batch again: stored calls are not executed again.
 	rerunLog := filepath.Join(dir, "rerun.log")
 	ex := newCrashExecutor(t, st, rerunLog, 0)
-	outcomes, err := ex.Run(ctx, crashThread, crashBatch())
+	outcomes, err := ex.Run(ctx, crashThread, crashBatch(crashCalls))
 	if err != nil {
 		t.Fatalf("rerun: %v", err)
 	}
@@ -218,7 +239,7 @@ func TestCrashResume(t *testing.T) {
 			seen[m.ToolCallID]++
 		}
 	}
-	for _, c := range crashBatch() {
+	for _, c := range crashBatch(crashCalls) {
 		if seen[c.ID] != 1 {
 			t.Errorf("after the rerun %s has %d stored results, want 1", c.ID, seen[c.ID])
 		}
