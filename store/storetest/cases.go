@@ -31,6 +31,7 @@ func cases() []testCase {
 		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
 		{name: "Messages/DuplicateToolResult", rule: "a second result for a tool-call id fails with ErrDuplicateToolResult and the whole append stores nothing", fn: caseDuplicateToolResult},
 		{name: "Messages/DuplicateToolResultInBatch", rule: "two results for one tool-call id within one append fail with ErrDuplicateToolResult and store nothing", fn: caseDuplicateInBatch},
+		{name: "Messages/LongBatch", rule: "an append of hundreds of messages is as atomic and ordered as a short one", fn: caseLongBatch},
 		{name: "Messages/ToolResultScope", rule: "the duplicate rule applies per thread and only to RoleTool messages that name a tool-call id", fn: caseToolResultScope},
 		{name: "Messages/List", rule: "ListMessages follows the documented Order, Limit, Offset, IncludeSilent and MaxDepth semantics, with Total and HasMore", fn: caseMessagesList},
 		{name: "Messages/ListUnknownThread", rule: "ListMessages of an unknown thread returns no messages and no error", fn: caseListUnknownThread},
@@ -520,6 +521,37 @@ func caseDuplicateInBatch(e *env) {
 	}
 	_, err = st.ToolResult(e.ctx, thread, "call_x")
 	e.wantErr(err, toolrun.ErrNotFound, "ToolResult after the refused append")
+}
+
+func caseLongBatch(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	batch := func(dupAt int) []*toolrun.Message {
+		var ms []*toolrun.Message
+		for i := range 250 {
+			id := fmt.Sprintf("call-%03d", i)
+			if i == dupAt {
+				id = "call-000"
+			}
+			ms = append(ms, toolMsg(id, fmt.Sprintf("r%03d", i)))
+		}
+		return ms
+	}
+	e.wantErr(st.AppendMessages(e.ctx, thread, batch(240)...), toolrun.ErrDuplicateToolResult, "250-message append with a duplicate at 240")
+	if got := e.listAll(st, thread); len(got) != 0 {
+		e.Fatalf("the refused 250-message append stored %d messages", len(got))
+	}
+	ms := batch(-1)
+	e.must(st.AppendMessages(e.ctx, thread, ms...), "250-message append")
+	got := e.listAll(st, thread)
+	if len(got) != len(ms) {
+		e.Fatalf("listed %d of 250 messages", len(got))
+	}
+	for i := range got {
+		if got[i].Content != ms[i].Content || got[i].Seq != ms[i].Seq || (i > 0 && got[i].Seq <= got[i-1].Seq) {
+			e.Fatalf("message %d: got %q seq %d, want %q seq %d, increasing", i, got[i].Content, got[i].Seq, ms[i].Content, ms[i].Seq)
+		}
+	}
 }
 
 func caseToolResultScope(e *env) {
