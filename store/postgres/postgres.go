@@ -1,5 +1,3 @@
-//go:build toolrun_postgres
-
 // Package postgres is a [toolrun.Store] in PostgreSQL, for several service
 // instances that share one database. It uses github.com/jackc/pgx/v5.
 //

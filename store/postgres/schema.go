@@ -1,5 +1,3 @@
-//go:build toolrun_postgres
-
 package postgres
 
 import (
