@@ -49,8 +49,8 @@ type Executor struct {
 	log    *slog.Logger
 	hooks  Hooks
 	code   CodeRunner
-	ev     events
-	locks  keyedMutex
+	ev     *events     // shared by the per-turn views of a Runtime
+	locks  *keyedMutex
 	tracer trace.Tracer
 }
 
@@ -59,7 +59,8 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts == nil {
 		opts = &ExecutorOptions{}
 	}
-	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider)}
+	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider),
+		ev: &events{}, locks: &keyedMutex{}}
 	if e.store == nil {
 		e.store = NewMemoryStore()
 	}
@@ -77,6 +78,13 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.env[k] = v
 	}
 	return e
+}
+
+// withStore returns a view of e whose writes go to st (a lease-bound store).
+func (e *Executor) withStore(st Store) *Executor {
+	c := *e
+	c.store = st
+	return &c
 }
 
 // Store returns the executor's store.

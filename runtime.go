@@ -32,6 +32,9 @@ type RuntimeOptions struct {
 	// TracerProvider receives "chat <model>" and "execute_tool <name>" spans
 	// (OpenTelemetry GenAI conventions). nil means no tracing.
 	TracerProvider trace.TracerProvider
+	// Owner names this runtime instance to a ThreadLocker store; "" means a
+	// random id per Runtime.
+	Owner string
 	// MaxTotalSteps is the global ceiling of model requests in one
 	// execution (a Send and the turns it starts); 0 means 250, raised to the
 	// largest side MaxSteps when that is bigger.
@@ -52,8 +55,21 @@ type Runtime struct {
 	store    Store
 	log      *slog.Logger
 	maxTotal int
-	turns    keyedMutex
-	bg       sync.WaitGroup
+	turns    *keyedMutex
+	bg       *sync.WaitGroup
+	locker   ThreadLocker // nil: one process owns the store
+	owner    string
+	base     *Runtime // the runtime a per-turn view was made from
+}
+
+// ThreadLocker is implemented by stores that several service instances
+// share (store/postgres). Before a turn the runtime acquires the thread
+// from it and does all of the turn's writes through the returned store, so
+// a turn of a thread runs on one instance at a time and a stale owner's
+// late writes are refused (fencing). AcquireThread waits while another
+// owner holds the thread, until ctx ends; release gives it up.
+type ThreadLocker interface {
+	AcquireThread(ctx context.Context, threadID, owner string) (st Store, release func(context.Context) error, err error)
 }
 
 // NewRuntime returns a runtime over the definitions registered in reg.
@@ -62,10 +78,16 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 		opts = &RuntimeOptions{}
 	}
 	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner, TracerProvider: opts.TracerProvider})
-	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps}
+	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
+		turns: &keyedMutex{}, bg: &sync.WaitGroup{}, owner: opts.Owner}
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
 	}
+	if rt.owner == "" {
+		rt.owner = newID("runtime")
+	}
+	rt.locker, _ = ex.store.(ThreadLocker)
+	rt.base = rt
 	return rt
 }
 
@@ -161,8 +183,24 @@ func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, err
 }
 
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
+	rt = rt.base
 	unlock := rt.turns.lock(threadID)
 	defer unlock()
+	if rt.locker != nil {
+		st, release, err := rt.locker.AcquireThread(ctx, threadID, rt.owner)
+		if err != nil {
+			return nil, &StoreError{Op: "acquire thread " + threadID, Err: err}
+		}
+		defer func() {
+			if err := release(context.WithoutCancel(ctx)); err != nil {
+				rt.log.WarnContext(ctx, "toolrun: releasing thread", "thread", threadID, "error", err)
+			}
+		}()
+		view := *rt
+		view.store = st
+		view.ex = rt.ex.withStore(st)
+		rt = &view
+	}
 	th, err := rt.store.GetThread(ctx, threadID)
 	if err != nil {
 		return nil, &StoreError{Op: "load thread " + threadID, Err: err}

@@ -490,6 +490,7 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 // told with a queued message that starts the parent's next turn (H8).
 func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 	bctx := context.WithoutCancel(ctx)
+	rt = rt.base // the child and the parent's next turn acquire their own threads
 	rt.bg.Add(1)
 	go func() {
 		defer rt.bg.Done()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/toolrun/toolrun"
 	"sync"
 	"time"
 
@@ -123,8 +124,26 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 // writes to other threads and to user env, are not fenced. Closing the
 // returned Store does nothing.
 func (s *Store) WithLease(l Lease) *Store {
-	return &Store{pool: s.pool, lease: &l}
+	return &Store{pool: s.pool, lease: &l, ttl: s.ttl}
 }
+
+// AcquireThread implements toolrun.ThreadLocker, so a toolrun.Runtime on
+// this store runs a thread's turn on one instance at a time: it waits for
+// the thread's lease (LockThread with Options.LeaseTTL) and returns the
+// lease-bound store the turn writes through, and its release.
+func (s *Store) AcquireThread(ctx context.Context, threadID, owner string) (toolrun.Store, func(context.Context) error, error) {
+	ttl := s.ttl
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	st, release, err := s.LockThread(ctx, threadID, owner, ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, release, nil
+}
+
+var _ toolrun.ThreadLocker = (*Store)(nil)
 
 // Lease returns the lease the store is bound to, if any.
 func (s *Store) Lease() (Lease, bool) {

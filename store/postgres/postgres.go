@@ -77,6 +77,11 @@ type Options struct {
 	// wal_writer_delay) are lost. A lost tool result means the call runs
 	// again after a resume. The default waits for the flush. Open only.
 	AsyncCommit bool
+	// LeaseTTL is how long a thread lease taken by AcquireThread (the
+	// toolrun runtime's turns) lasts without renewal; it is renewed every
+	// third of it while the turn runs. A crashed owner's threads are taken
+	// over after at most this long. 0 means 30 seconds.
+	LeaseTTL time.Duration
 }
 
 // Store is a toolrun.Store in PostgreSQL. It is safe for concurrent use, and
@@ -85,6 +90,7 @@ type Store struct {
 	pool  *pgxpool.Pool
 	owned bool   // Close closes pool
 	lease *Lease // writes to lease.ThreadID are fenced; nil: none
+	ttl   time.Duration
 }
 
 var _ toolrun.Store = (*Store)(nil)
@@ -128,17 +134,21 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: migrate schema: %w", err)
 	}
-	return &Store{pool: pool, owned: true}, nil
+	return &Store{pool: pool, owned: true, ttl: opts.LeaseTTL}, nil
 }
 
 // New returns a Store on an existing pool after applying schema migrations
 // in the first schema of its search_path. Closing the Store does not close
-// pool. opts may be nil; its fields apply to Open only.
+// pool. opts may be nil; of its fields only LeaseTTL applies.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if err := migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("postgres: migrate schema: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	st := &Store{pool: pool}
+	if opts != nil {
+		st.ttl = opts.LeaseTTL
+	}
+	return st, nil
 }
 
 // Pool returns the underlying connection pool.
