@@ -49,7 +49,7 @@ type Executor struct {
 	log    *slog.Logger
 	hooks  Hooks
 	code   CodeRunner
-	ev     *events     // shared by the per-turn views of a Runtime
+	ev     *events // shared by the per-turn views of a Runtime
 	locks  *keyedMutex
 	tracer trace.Tracer
 }
