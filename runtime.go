@@ -571,6 +571,16 @@ func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Out
 	for _, o := range outcomes {
 		name := o.Call.Name
 		ok := o.Result.Status == StatusSuccess
+		if side.SessionStatus != nil && name == side.SessionStatus.Name && ts.th.ParentID != "" {
+			// A status report goes to the parent's child registry (reference E11).
+			text := strings.TrimSpace(o.Message.Content)
+			if e, err := rt.store.Child(ctx, ts.th.ParentID, ts.th.ID); err == nil && e.Status != ChildTerminated {
+				e.Status = text
+				if err := rt.store.PutChild(ctx, e); err != nil {
+					rt.log.WarnContext(ctx, "toolrun: forwarding session status", "thread", ts.th.ID, "error", err)
+				}
+			}
+		}
 		if side.SessionFail != nil && name == side.SessionFail.Name && ok {
 			return turnResult{stop: StopSessionFail, text: o.Message.Content, ended: true, failed: true}, true
 		}

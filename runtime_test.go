@@ -386,3 +386,21 @@ func TestTurnDoneEventAndRuntimeSetEnv(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, toolrun.EnvValue{Value: "abc", Type: toolrun.VarSecret}, v)
 }
+
+func TestToolChoiceAndNoToolCallsCapability(t *testing.T) {
+	p := triagePrompt()
+	p.ToolChoice = "required"
+	w := newWorld(t, p, toolrun.Side{})
+	w.p.Add(scripted.Text("ok"))
+	_, err := w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Equal(t, "required", w.p.LastRequest().ToolChoice)
+
+	m, _ := w.reg.Model("m")
+	m.Capabilities.NoToolCalls = true
+	w.p.Add(scripted.Text("ok"))
+	_, err = w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Empty(t, w.p.LastRequest().Tools, "no tools for a model that cannot call them")
+	assert.Empty(t, w.p.LastRequest().ToolChoice, "and no tool choice")
+}

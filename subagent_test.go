@@ -303,3 +303,47 @@ func TestSetEnvPropagatesToLiveDescendantsExceptScopedNames(t *testing.T) {
 	assert.Equal(t, "us", v["REGION"].Value)
 	assert.Equal(t, "vault-key-1", v["VAULT"].Value, "scoped for the vault keeper: not overwritten")
 }
+
+func TestSessionStatusIsForwardedToTheParentRegistryAndAgentEnvDefaults(t *testing.T) {
+	lead, child := scripted.New(), scripted.New()
+	var seen, peeked string
+	var rt *toolrun.Runtime
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(
+		&toolrun.Model{Name: "lm", Provider: lead},
+		&toolrun.Model{Name: "cm", Provider: child},
+		&toolrun.Func[finishArgs]{Name: "report_status", Execute: func(ctx context.Context, s toolrun.ThreadState, a finishArgs) (toolrun.Result, error) {
+			seen, _ = s.Env(ctx, "STYLE")
+			return toolrun.Text("noted"), nil
+		}},
+		fn("peek", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			th, _ := rt.Store().GetThread(ctx, s.ThreadID())
+			e, err := rt.Store().Child(ctx, th.ParentID, s.ThreadID())
+			peeked = e.Status
+			return toolrun.Text("peeked"), err
+		}),
+		&toolrun.Prompt{Name: "lp", Model: "lm"},
+		&toolrun.Prompt{Name: "cp", Model: "cm", Tools: []toolrun.PromptTool{toolrun.Use("report_status"), toolrun.Use("peek")}, Env: map[string]string{"STYLE": "prompt-default"}},
+		&toolrun.Agent{Name: "worker", ExposeAsTool: true, Env: map[string]string{"STYLE": "agent-default"},
+			SideA: toolrun.Side{Prompt: "cp", SessionStatus: &toolrun.SessionBinding{Name: "report_status", MessageProperty: "summary"}},
+			SideB: toolrun.Side{Human: true}},
+		&toolrun.Agent{Name: "boss", SideA: toolrun.Side{Prompt: "lp", Subagents: []toolrun.SubagentRelationship{{Agent: "worker", Blocking: true}}}, SideB: toolrun.Side{Human: true}},
+	))
+	rt = toolrun.NewRuntime(reg, nil)
+	th, err := rt.NewThread(context.Background(), "boss", nil)
+	require.NoError(t, err)
+	lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "worker", "message": "m", "attachments": []any{}, "name": "w"})), scripted.Text("ok"))
+	child.Add(scripted.Calls(scripted.Call("report_status", map[string]any{"summary": "halfway there"})),
+		scripted.Calls(scripted.Call("peek", nil)), scripted.Text("finished"))
+	reply, err := rt.Send(context.Background(), th.ID, "go")
+	require.NoError(t, err)
+	assert.Equal(t, "agent-default", seen, "agent defaults come before prompt defaults in the env chain")
+	assert.Equal(t, "halfway there", peeked, "the status reached the parent's registry while the child ran")
+	ref := toolResults(reply.Messages, "subagent_create")[0].SubagentID
+	// The blocking call settles the entry to idle at the end; the status
+	// report was visible while the child ran, and its text was stored.
+	childMsgs, _ := rt.Store().ListMessages(context.Background(), ref, toolrun.MessageQuery{})
+	assert.Contains(t, contents(childMsgs.Messages), "halfway there", "messageProperty replaced the status tool's content")
+	entry, _ := rt.Store().Child(context.Background(), th.ID, ref)
+	assert.Equal(t, toolrun.ChildIdle, entry.Status)
+}
