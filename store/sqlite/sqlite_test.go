@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/toolrun/toolrun"
@@ -285,5 +286,42 @@ func TestUnknownEnvScope(t *testing.T) {
 	}
 	if _, err := st.ListEnv(t.Context(), "agent", "a"); err == nil {
 		t.Error("ListEnv accepted scope \"agent\"")
+	}
+}
+
+// BenchmarkBareInsert is the floor to compare AppendToolResult with: a
+// prepared two-column INSERT (no index, no Store) through database/sql on
+// the same driver, WAL + synchronous=NORMAL, with and without
+// locking_mode=EXCLUSIVE. Both run on the same machine in the same window
+// as BenchmarkStore, so their ratio is what to compare across runs.
+func BenchmarkBareInsert(b *testing.B) {
+	for _, tt := range []struct{ name, pragmas string }{
+		{"WAL", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+		{"WALExclusive", "PRAGMA locking_mode=EXCLUSIVE; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			db, err := driver.Open(filepath.Join(b.TempDir(), "bare.db"), func(c *sqlite3.Conn) error { return c.Exec(tt.pragmas) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(1)
+			if _, err := db.Exec(`CREATE TABLE t (a INTEGER, b TEXT)`); err != nil {
+				b.Fatal(err)
+			}
+			st, err := db.Prepare(`INSERT INTO t VALUES (?, ?)`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := st.Exec(i, `{"results":["a","b","c"]}`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
+		})
 	}
 }
