@@ -28,7 +28,8 @@ func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry,
 			if o, ok := ts.offered[e.name]; ok {
 				cfg = o.config
 			}
-			return ts.rt.runPromptTool(ctx, ts, b, p, cfg, args), true, nil
+			res, err := ts.rt.runPromptTool(ctx, ts, b, p, cfg, args)
+			return res, true, err
 		}
 	}
 	if rel := ts.relationship(name, true); rel != nil {
@@ -47,7 +48,9 @@ func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry,
 			var m map[string]any
 			_ = json.Unmarshal([]byte(args), &m) // handoffs parse leniently (reference B8)
 			root := ts.rootTurn()
+			root.mu.Lock()
 			root.handoff = &handoff{agent: e.name, args: m, config: cfg}
+			root.mu.Unlock()
 			return Text("Handoff complete"), true, nil
 		}
 	}
@@ -88,14 +91,29 @@ func (ts *turnState) relationship(name string, sibling bool) *SubagentRelationsh
 // runPromptTool runs a prompt as a one-shot sub-prompt in the same thread
 // (reference G2–G6, with CONTRACT's rule that a failed model request is an
 // error result).
-func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string) Result {
+//
+// Its error is non-nil when the sub-prompt's batch must stop the caller's
+// run too: a tool aborted (ErrAbort), the store failed, or ctx ended. The
+// caller's error result is stored first, as for any aborting call.
+func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string) (Result, error) {
+	res := rt.promptTool(ctx, ts, b, p, cfg, args)
+	return res.Result, res.err
+}
+
+// promptOutcome is a prompt tool's result and the error that stops the run.
+type promptOutcome struct {
+	Result
+	err error
+}
+
+func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string) promptOutcome {
 	text := strings.TrimSpace(args)
 	if text == "" {
 		text = "{}"
 	}
 	var argMap map[string]any
 	if err := json.Unmarshal([]byte(text), &argMap); err != nil {
-		return Result{Status: StatusError, Error: "Prompt tool arguments are not valid JSON: " + err.Error()}
+		return promptOutcome{Result: Result{Status: StatusError, Error: "Prompt tool arguments are not valid JSON: " + err.Error()}}
 	}
 	if p.compiled != nil {
 		v, _ := decodeGeneric(text)
@@ -108,7 +126,7 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p
 				}
 				parts[i] = "[" + path + "] " + is.Message
 			}
-			return Result{Status: StatusError, Error: "Prompt tool argument validation failed: " + strings.Join(parts, "; ")}
+			return promptOutcome{Result: Result{Status: StatusError, Error: "Prompt tool argument validation failed: " + strings.Join(parts, "; ")}}
 		}
 		if patch, _ := p.compiled.DefaultsPatch(v); patch != nil {
 			for k, x := range patch {
@@ -119,16 +137,16 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p
 		}
 	}
 	if missing := rt.ex.missingVariables(b, p.Variables); len(missing) > 0 {
-		return missingVariablesResult(missing)
+		return promptOutcome{Result: missingVariablesResult(missing)}
 	}
 	model, ok := rt.reg.Model(p.Model)
 	if !ok {
-		return Errorf("prompt %s: model %q is not registered", p.Name, p.Model)
+		return promptOutcome{Result: Errorf("prompt %s: model %q is not registered", p.Name, p.Model)}
 	}
 	sub := &turnState{rt: rt, th: ts.th, agent: ts.agent, side: &Side{Prompt: p.Name}, sideKey: ts.sideKey,
 		prompt: p, model: model, total: ts.total, parent: ts}
 	if err := rt.offerTools(ctx, sub); err != nil {
-		return Errorf("%v", err)
+		return promptOutcome{Result: Errorf("%v", err)}
 	}
 	req := &Request{Model: model.ID, System: interpolate(p.Text, argMap), ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls}
 	if len(sub.specs) > 0 {
@@ -139,7 +157,7 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p
 	if p.IncludeChat {
 		rows, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
 		if err != nil {
-			return Errorf("loading history: %v", err)
+			return promptOutcome{Result: Errorf("loading history: %v", err)}
 		}
 		req.Messages = perspective(rows.Messages, ts.sideKey, p.IncludePastTools)
 	}
@@ -150,27 +168,31 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p
 	parentID := b.msgID
 	cb, err := rt.ex.newBatch(ctx, ts.th.ID, false)
 	if err != nil {
-		return Errorf("%v", err)
+		return promptOutcome{Result: Errorf("%v", err)}
 	}
 	rt.bindBatch(cb, sub, &Execution{Side: ts.sideKey})
 	cb.depth, cb.parentID = b.depth+1, parentID
-	*ts.total++
+	ts.total.Add(1)
 	out, calls, err := rt.stream(ctx, sub, cb, req)
 	if err != nil {
-		return Result{Status: StatusError, Error: "Sub-prompt model request failed: " + err.Error()}
+		return promptOutcome{Result: Result{Status: StatusError, Error: "Sub-prompt model request failed: " + err.Error()}}
 	}
 	am := &Message{Role: RoleAssistant, Content: out, ToolCalls: calls, Prompt: p.Name, Depth: cb.depth, ParentID: parentID,
 		Metadata: map[string]any{metaSide: ts.sideKey}}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, am); err != nil {
-		return Result{Status: StatusError, Error: "storing the sub-prompt response: " + err.Error()}
+		return promptOutcome{Result: Result{Status: StatusError, Error: "storing the sub-prompt response: " + err.Error()}}
 	}
 	var outcomes []Outcome
 	if len(calls) > 0 {
 		if outcomes, err = rt.ex.runBatch(ctx, cb, calls); err != nil {
-			return Result{Status: StatusError, Error: "running the sub-prompt's tools: " + err.Error()}
+			res := shapeSubprompt(out, calls, outcomes, cfg)
+			if !res.IsError() {
+				res = Result{Status: StatusError, Error: "Sub-prompt stopped: " + rt.ex.redactor(cb).String(err.Error())}
+			}
+			return promptOutcome{Result: res, err: err}
 		}
 	}
-	return shapeSubprompt(out, calls, outcomes, cfg)
+	return promptOutcome{Result: shapeSubprompt(out, calls, outcomes, cfg)}
 }
 
 func decodeGeneric(text string) (any, error) {

@@ -157,6 +157,8 @@ type batch struct {
 	abort   error
 	red     redactor // cached secrets; valid while redOK
 	redOK   bool
+	curCall string // the top-level call running now (ids of the calls it queues derive from it)
+	queuedN int
 }
 
 type pending struct {
@@ -236,16 +238,25 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	} else if m, err := e.store.ToolResult(ctx, b.threadID, c.ID); err == nil {
 		out.Message, out.Resumed = m, true
 		out.Result = resultOf(m)
+		// The calls it queued before the crash go back on the queue: each
+		// resumes (if its result is stored) or runs.
+		e.requeue(b, m)
 		return out, nil
 	} else if !errors.Is(err, ErrNotFound) {
 		return out, &StoreError{Op: "look up tool result " + c.ID, Err: err}
 	}
 
 	var res Result
+	ran := false
+	b.mu.Lock()
+	queuedBefore := len(b.queue)
+	b.curCall, b.queuedN = c.ID, 0
+	b.mu.Unlock()
 	if b.offered != nil && !p.queued && !b.offered[c.Name] {
 		// The allowed-tools gate: no hooks fire for a refused call (reference E7).
 		res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
 	} else {
+		ran = true
 		e.fireStarted(ctx, b, c)
 		b.msgID = newID("msg")
 		var abort error
@@ -253,16 +264,18 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		res, abort = e.execute(sctx, b, nil, c.Name, c.Arguments)
 		defer func() { e.endToolSpan(span, res, b) }()
 		if abort != nil {
-			b.abort = abort
+			b.setAbort(abort, e.redactor(b))
 		}
 		if b.turn != nil {
 			res = b.turn.bindResult(ctx, c, res)
 		}
-		e.fireDone(ctx, b, c, res)
 	}
 
 	red := e.redactor(b)
 	msg, res := e.shape(ctx, b, c, res, red)
+	if ran {
+		e.fireDone(ctx, b, c, res) // the result as it leaves the tool: redacted
+	}
 	if p.queued {
 		if msg.Metadata == nil {
 			msg.Metadata = map[string]any{}
@@ -270,6 +283,18 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		msg.Metadata[MetaQueued] = true
 		msg.Metadata[MetaArguments] = red.String(c.Arguments)
 	}
+	b.mu.Lock()
+	if len(b.queue) > queuedBefore {
+		calls := make([]any, 0, len(b.queue)-queuedBefore)
+		for _, q := range b.queue[queuedBefore:] {
+			calls = append(calls, map[string]any{"id": q.call.ID, "name": q.call.Name, "arguments": q.call.Arguments})
+		}
+		if msg.Metadata == nil {
+			msg.Metadata = map[string]any{}
+		}
+		msg.Metadata[MetaQueuedCalls] = calls
+	}
+	b.mu.Unlock()
 	// A finished call's result is stored even when ctx was cancelled while
 	// it ran: the work happened, and losing its record would let a resumed
 	// run execute it twice.
@@ -281,6 +306,54 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
 	return out, nil
+}
+
+// requeue puts back on the queue the calls a stored result says its call
+// queued.
+func (e *Executor) requeue(b *batch, m *Message) {
+	calls, _ := m.Metadata[MetaQueuedCalls].([]any)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, x := range calls {
+		q, _ := x.(map[string]any)
+		id, _ := q["id"].(string)
+		name, _ := q["name"].(string)
+		args, _ := q["arguments"].(string)
+		if id != "" && name != "" {
+			b.queue = append(b.queue, pending{call: ToolCall{ID: id, Name: name, Arguments: args}, queued: true})
+		}
+	}
+}
+
+// setAbort records the error that stops the run, redacted.
+func (b *batch) setAbort(err error, red redactor) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.abort == nil {
+		b.abort = redactError(err, red)
+	}
+}
+
+// redactedError carries an error whose text had secrets in it: Error is
+// redacted, errors.Is and errors.As still see the original.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string        { return e.msg }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
+func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
+
+func redactError(err error, red redactor) error {
+	if !red.active() {
+		return err
+	}
+	msg := red.String(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
 }
 
 // resultOf rebuilds a Result from a stored tool message.
@@ -511,7 +584,14 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 	res.Result = red.String(res.Result)
 	res.Error = red.String(res.Error)
 	res.Stack = red.String(res.Stack)
-	if res.ErrorData != nil {
+	if res.ErrorData != nil && red.active() {
+		// A JSON round trip first, so values of any Go type are reached.
+		if raw, err := json.Marshal(res.ErrorData); err == nil {
+			var generic map[string]any
+			if json.Unmarshal(raw, &generic) == nil {
+				res.ErrorData = generic
+			}
+		}
 		res.ErrorData, _ = red.Value(res.ErrorData).(map[string]any)
 	}
 	var content string

@@ -76,6 +76,9 @@ const (
 	MetaStack     = "stack"      // string: Result.Stack, or a recovered panic's stack
 	MetaQueued    = "queued"     // bool: the call was queued by a tool, not issued by a model
 	MetaArguments = "arguments"  // string: the JSON arguments of a queued call
+	// MetaQueuedCalls lists the calls ([]{id, name, arguments}) a call
+	// queued, so a resumed batch queues them again.
+	MetaQueuedCalls = "queued_calls"
 )
 
 // AttachmentRef points at a file in a thread's file system (spec

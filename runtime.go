@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -79,7 +80,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	}
 	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner, TracerProvider: opts.TracerProvider})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
-		turns: &keyedMutex{}, bg: &sync.WaitGroup{}, owner: opts.Owner}
+		turns: ex.locks, bg: &sync.WaitGroup{}, owner: opts.Owner}
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
 	}
@@ -242,9 +243,10 @@ type turnState struct {
 	model   *Model
 	offered map[string]offer
 	specs   []ToolSpec
+	mu      sync.Mutex // guards handoff (tools may call InvokeTool from goroutines)
 	handoff *handoff
-	total   *int       // model requests of the execution
-	parent  *turnState // the calling turn of a sub-prompt
+	total   *atomic.Int64 // model requests of the execution
+	parent  *turnState    // the calling turn of a sub-prompt
 }
 
 type offerKind int
@@ -281,7 +283,7 @@ type turnResult struct {
 // next, the session ends or a guard stops it. The thread's turn lock is held.
 func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64) (*Reply, error) {
 	reply := &Reply{ThreadID: th.ID}
-	total := 0
+	var total atomic.Int64
 	for {
 		agent, ok := rt.reg.Agent(th.AgentID)
 		if !ok {
@@ -307,16 +309,24 @@ func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, star
 			continue
 		}
 		reply.Text, reply.StopReason = res.text, res.stop
-		turns := rt.countTurn(ctx, th)
-		if res.ended {
-			reply.SessionEnded, reply.Failed = true, res.failed
-			rt.resetTurns(ctx, th)
+		turns, err := rt.countTurn(ctx, th)
+		if err != nil {
+			return reply, rt.collect(ctx, reply, startSeq, err)
+		}
+		if res.ended || agent.MaxSessionTurns > 0 && turns >= agent.MaxSessionTurns {
+			reply.SessionEnded = true
+			if res.ended {
+				reply.Failed = res.failed
+			} else {
+				reply.StopReason = StopMaxSessionTurns
+			}
+			if err := rt.resetTurns(ctx, th); err != nil {
+				return reply, rt.collect(ctx, reply, startSeq, err)
+			}
 			break
 		}
-		if agent.MaxSessionTurns > 0 && turns >= agent.MaxSessionTurns {
-			reply.SessionEnded, reply.StopReason = true, StopMaxSessionTurns
-			rt.resetTurns(ctx, th)
-			break
+		if !th.TerminatedAt.IsZero() {
+			break // terminated during the turn: no further turn
 		}
 		if res.stop != StopResponse && res.stop != StopTool {
 			break // a guard stopped the turn: do not hand the turn over
@@ -388,32 +398,49 @@ func (rt *Runtime) collect(ctx context.Context, reply *Reply, startSeq int64, er
 	return err
 }
 
-func (rt *Runtime) countTurn(ctx context.Context, th *Thread) int {
-	n := 0
-	if v, ok := th.Properties[propTurns].(float64); ok {
-		n = int(v)
-	} else if v, ok := th.Properties[propTurns].(int); ok {
-		n = v
+// updateThread re-reads the thread, applies change to the fresh record and
+// stores it, so a concurrent change (a Terminate, another property) is not
+// overwritten by the copy loaded when the turn started. th is refreshed.
+func (rt *Runtime) updateThread(ctx context.Context, th *Thread, change func(*Thread)) error {
+	fresh, err := rt.store.GetThread(ctx, th.ID)
+	if err != nil {
+		return &StoreError{Op: "load thread " + th.ID, Err: err}
 	}
-	n++
-	if th.Properties == nil {
-		th.Properties = map[string]any{}
+	change(fresh)
+	if err := rt.store.UpdateThread(ctx, fresh); err != nil {
+		return &StoreError{Op: "update thread " + th.ID, Err: err}
 	}
-	th.Properties[propTurns] = n
-	_ = rt.store.UpdateThread(ctx, th)
-	return n
+	*th = *fresh
+	return nil
 }
 
-func (rt *Runtime) resetTurns(ctx context.Context, th *Thread) {
-	if th.Properties != nil {
-		delete(th.Properties, propTurns)
-		_ = rt.store.UpdateThread(ctx, th)
-	}
+func (rt *Runtime) countTurn(ctx context.Context, th *Thread) (int, error) {
+	n := 0
+	err := rt.updateThread(ctx, th, func(t *Thread) {
+		switch v := t.Properties[propTurns].(type) {
+		case float64:
+			n = int(v)
+		case int:
+			n = v
+		case int64:
+			n = int(v)
+		}
+		n++
+		if t.Properties == nil {
+			t.Properties = map[string]any{}
+		}
+		t.Properties[propTurns] = n
+	})
+	return n, err
+}
+
+func (rt *Runtime) resetTurns(ctx context.Context, th *Thread) error {
+	return rt.updateThread(ctx, th, func(t *Thread) { delete(t.Properties, propTurns) })
 }
 
 // runTurn runs one side's turn: model requests and tool batches until the
 // side stops.
-func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *int) (turnResult, error) {
+func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64) (turnResult, error) {
 	prompt, ok := rt.reg.Prompt(side.Prompt)
 	if !ok {
 		return turnResult{}, fmt.Errorf("toolrun: agent %s: prompt %q is not registered", agent.Name, side.Prompt)
@@ -438,11 +465,17 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if side.MaxSteps > 0 && steps >= side.MaxSteps {
 			return turnResult{stop: StopMaxSideSteps, text: lastText}, nil
 		}
-		if *total >= ceiling {
+		if total.Load() >= int64(ceiling) {
 			return turnResult{stop: StopMaxTotalSteps, text: lastText}, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return turnResult{}, err
+		}
+		if steps > 0 {
+			if fresh, err := rt.store.GetThread(ctx, th.ID); err == nil && !fresh.TerminatedAt.IsZero() {
+				th.TerminatedAt = fresh.TerminatedAt
+				return turnResult{stop: StopStopped, text: lastText}, nil
+			}
 		}
 		// The offered tools are worked out for every request: the lifecycle
 		// tools depend on the child registry, which the last batch may have changed.
@@ -458,7 +491,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			return turnResult{}, err
 		}
 		rt.bindBatch(b, ts, exec)
-		*total++
+		total.Add(1)
 		text, calls, err := rt.stream(ctx, ts, b, req)
 		if err != nil {
 			return turnResult{}, err
@@ -588,8 +621,11 @@ func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Out
 			return turnResult{stop: StopSessionStop, text: o.Message.Content, ended: true}, true
 		}
 	}
-	if ts.handoff != nil {
-		return turnResult{handoff: ts.handoff}, true
+	ts.mu.Lock()
+	h := ts.handoff
+	ts.mu.Unlock()
+	if h != nil {
+		return turnResult{handoff: h}, true
 	}
 	if side.StopTool != "" {
 		for _, o := range outcomes {
@@ -713,6 +749,9 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 			return
 		}
 		pc.fired = true
+		if b.offered != nil && !b.offered[pc.call.Name] {
+			return // refused by the allowed-tools gate: no start and no done (reference E7)
+		}
 		b.mu.Lock()
 		if b.started == nil {
 			b.started = map[string]bool{}
@@ -753,7 +792,15 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 			}
 		case ChunkToolCall:
 			pc := get(ch.Index)
-			if ch.ToolCall.ID != "" {
+			if ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.call.ID {
+				if pc.fired && pc.call.ID != "" {
+					b.mu.Lock()
+					if b.started == nil {
+						b.started = map[string]bool{}
+					}
+					b.started[ch.ToolCall.ID] = true // the start already fired under the first id
+					b.mu.Unlock()
+				}
 				pc.call.ID = ch.ToolCall.ID
 			} else if pc.call.ID == "" {
 				pc.call.ID = newID("call")
@@ -807,16 +854,18 @@ func (rt *Runtime) progressKey(name string) string {
 
 // applyHandoff switches the thread to the handoff's agent (reference G9).
 func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) error {
-	th.AgentID = h.agent
-	if th.Properties == nil {
-		th.Properties = map[string]any{}
-	}
-	if len(h.args) > 0 {
-		th.Properties[propArgs] = h.args
-	}
-	delete(th.Properties, propTurns)
-	if err := rt.store.UpdateThread(ctx, th); err != nil {
-		return &StoreError{Op: "update thread", Err: err}
+	err := rt.updateThread(ctx, th, func(t *Thread) {
+		t.AgentID = h.agent
+		if t.Properties == nil {
+			t.Properties = map[string]any{}
+		}
+		if len(h.args) > 0 {
+			t.Properties[propArgs] = h.args
+		}
+		delete(t.Properties, propTurns)
+	})
+	if err != nil {
+		return err
 	}
 	if h.config != nil && h.config.InitUserMessageProperty != "" {
 		if v, ok := h.args[h.config.InitUserMessageProperty]; ok {

@@ -126,7 +126,14 @@ func (s *callState) QueueTool(name string, args any) error {
 		}
 	}
 	s.b.mu.Lock()
-	s.b.queue = append(s.b.queue, pending{call: ToolCall{ID: newID("queued"), Name: name, Arguments: raw}, queued: true})
+	// Deterministic ids (<queuing call>_q<n>): a resumed batch recognises
+	// a queued call whose result is already stored.
+	s.b.queuedN++
+	id := fmt.Sprintf("%s_q%d", s.b.curCall, s.b.queuedN)
+	if s.b.curCall == "" {
+		id = newID("queued")
+	}
+	s.b.queue = append(s.b.queue, pending{call: ToolCall{ID: id, Name: name, Arguments: raw}, queued: true})
 	s.b.mu.Unlock()
 	return nil
 }
@@ -141,11 +148,7 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 	}
 	res, abort := s.e.execute(ctx, s.b, s, name, raw)
 	if abort != nil {
-		s.b.mu.Lock()
-		if s.b.abort == nil {
-			s.b.abort = abort
-		}
-		s.b.mu.Unlock()
+		s.b.setAbort(abort, s.e.redactor(s.b))
 	}
 	return res
 }
@@ -159,7 +162,8 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 	default:
 		return fmt.Errorf("toolrun: inject message: unknown role %q", m.Role)
 	}
-	msg := &Message{Role: m.Role, Content: m.Content, Silent: m.Silent, Metadata: m.Metadata,
+	red := s.e.redactor(s.b)
+	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: redactMap(m.Metadata, red),
 		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt, Attachments: m.Attachments}
 	if err := s.e.store.AppendMessages(ctx, s.b.threadID, msg); err != nil {
 		return &StoreError{Op: "inject message", Err: err}
@@ -178,11 +182,11 @@ func (s *callState) Messages(ctx context.Context, opts *MessagesOptions) (Messag
 func (s *callState) Emit(event string, data any) {
 	red := s.e.redactor(s.b)
 	if red.active() && data != nil {
-		if b, err := json.Marshal(data); err == nil {
-			var generic any
-			if json.Unmarshal(b, &generic) == nil {
-				data = red.Value(generic)
-			}
+		var generic any
+		if b, err := json.Marshal(data); err == nil && json.Unmarshal(b, &generic) == nil {
+			data = red.Value(generic)
+		} else {
+			data = red.String(fmt.Sprint(data)) // not JSON: sent as redacted text
 		}
 	}
 	s.e.ev.publish(Event{ThreadID: s.b.threadID, Type: red.String(event), Data: data, Timestamp: time.Now().UTC()})
@@ -257,4 +261,18 @@ func runCodeBound(ctx context.Context, r CodeRunner, source string, opts *CodeOp
 		}()
 	}
 	return run
+}
+
+// redactMap redacts a JSON-like map after a JSON round trip (so values of
+// any Go type are reached).
+func redactMap(m map[string]any, red redactor) map[string]any {
+	if m == nil || !red.active() {
+		return m
+	}
+	var generic map[string]any
+	if raw, err := json.Marshal(m); err == nil && json.Unmarshal(raw, &generic) == nil {
+		m = generic
+	}
+	out, _ := red.Value(m).(map[string]any)
+	return out
 }
