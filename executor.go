@@ -417,6 +417,19 @@ func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, 
 		text = "{}"
 	}
 	raw = []byte(text)
+	if s != nil && json.Valid(raw) {
+		// Fast path: validate the text directly, without generic values.
+		if ok, p, supported := s.Scan(raw); supported && ok {
+			if p == nil {
+				return raw, nil, Result{}, true
+			}
+			if typed {
+				if patch, err := json.Marshal(p); err == nil {
+					return raw, patch, Result{}, true
+				}
+			}
+		}
+	}
 	v, err := schema.Decode(raw)
 	if err != nil {
 		return nil, nil, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false

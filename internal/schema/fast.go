@@ -28,6 +28,9 @@ type fastNode struct {
 	minItems   int
 	maxItems   int // -1: none
 	pattern    *regexp.Regexp
+	def        any      // the "default" value, when hasDef
+	hasDef     bool
+	defaults   []string // properties that declare a default
 }
 
 const (
@@ -164,10 +167,17 @@ func compileFast(doc any) *fastNode {
 				return nil
 			}
 			n.pattern = re
+		case "default":
+			n.def, n.hasDef = v, true
 		default:
 			if !annotation[k] {
 				return nil
 			}
+		}
+	}
+	for name, p := range n.props {
+		if p.hasDef {
+			n.defaults = append(n.defaults, name)
 		}
 	}
 	return n

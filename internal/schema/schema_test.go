@@ -120,3 +120,106 @@ func TestDefaultsPatch(t *testing.T) {
 		t.Fatalf("applied %s", got)
 	}
 }
+
+var scanSchemas = append([]string{
+	`{"type":"object","properties":{"query":{"type":"string"},"format":{"type":"string","enum":["json","text"]},"limit":{"type":"integer","default":10,"minimum":1},"filter":{"type":"object","properties":{"category":{"type":"string"},"min":{"type":"number","default":0}},"required":["category"],"additionalProperties":false},"tags":{"type":"array","items":{"type":"string"}}},"required":["query","format","filter"],"additionalProperties":false}`,
+	`{"type":"object","properties":{"arr":{"type":"array","items":{"type":"object","properties":{"d":{"default":1}}}}}}`,
+}, diffSchemas...)
+
+var scanInputs = []string{
+	`{"query":"q","format":"json","filter":{"category":"c"}}`,
+	`{"query":"q","format":"json","filter":{"category":"c","min":2},"limit":3,"tags":["a","b"]}`,
+	`{"query":"q","format":"xml","filter":{"category":"c"}}`,
+	`{"query":"q","format":"json","filter":{}}`,
+	`{"query":"q","format":"json","filter":{"category":"c","x":1}}`,
+	`{"query":1,"format":"json","filter":{"category":"c"}}`,
+	`{"query":"q","format":"json","filter":{"category":"c"},"limit":0}`,
+	`{"query":"q","format":"json","filter":{"category":"c"},"limit":2.5}`,
+	`{"query":"q\n","format":"te\u0078t","filter":{"category":"c"}}`,
+	`{"query":"q","format":"json","filter":{"category":"c"},"tags":[1]}`,
+	`{"query":"q","format":"json","filter":[],"limit":1}`,
+	`{"arr":[{}]}`, `{"arr":[{"d":2}]}`, `{}`, `[]`, `null`, `"s"`, `1`,
+	` { "q" : "abc" , "n" : 10 } `, `{"q":"abc","t":[1,2,3]}`, `{"q":"abc","c":{"k":[1,2]}}`,
+	`{"q":"é","e":1}`, `{"q":"abc","m":{"a":true,"b":"x"}}`, `{"q":"abc","o":{"x":null}}`, `{"f":5}`,
+}
+
+// checkScan compares Scan with the full path on one input: when Scan
+// answers, its verdict and its defaults patch must be the full path's.
+func checkScan(t *testing.T, s *Schema, in string) {
+	t.Helper()
+	if !json.Valid([]byte(in)) {
+		return
+	}
+	ok, patch, supported := s.Scan([]byte(in))
+	if !supported {
+		return
+	}
+	v, err := Decode([]byte(in))
+	if err != nil {
+		return
+	}
+	full := s.compiled.Validate(v) == nil
+	if ok != full {
+		t.Fatalf("input %s: Scan says %v, the validator %v", in, ok, full)
+	}
+	if !ok {
+		return
+	}
+	// Applying Scan's patch must give what ApplyDefaults gives.
+	merged, _ := Decode([]byte(in))
+	mergeInto(merged, patch)
+	s.ApplyDefaults(v)
+	a, _ := json.Marshal(merged)
+	b, _ := json.Marshal(v)
+	if string(a) != string(b) {
+		t.Fatalf("input %s: with Scan's patch %s, with ApplyDefaults %s", in, a, b)
+	}
+}
+
+func mergeInto(dst any, patch map[string]any) {
+	m, ok := dst.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, p := range patch {
+		if sub, ok := p.(map[string]any); ok {
+			if cur, ok := m[k].(map[string]any); ok {
+				mergeInto(cur, sub)
+				continue
+			}
+		}
+		m[k] = p
+	}
+}
+
+func TestScanAgreesWithTheFullPath(t *testing.T) {
+	answered := 0
+	for _, d := range scanSchemas {
+		s := compileTest(t, d)
+		for _, in := range scanInputs {
+			checkScan(t, s, in)
+			if _, _, sup := s.Scan([]byte(in)); sup && json.Valid([]byte(in)) {
+				answered++
+			}
+		}
+	}
+	if answered < 40 {
+		t.Fatalf("Scan answered only %d inputs: the fast path is not being used", answered)
+	}
+}
+
+// FuzzScan: on arbitrary JSON, Scan never disagrees with the full path.
+func FuzzScan(f *testing.F) {
+	for _, in := range scanInputs {
+		f.Add(in)
+	}
+	schemas := make([]*Schema, len(scanSchemas))
+	for i, d := range scanSchemas {
+		schemas[i] = compileTest(f, d)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		for _, s := range schemas {
+			checkScan(t, s, in)
+		}
+	})
+}

@@ -1,0 +1,347 @@
+package schema
+
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Scan checks JSON text against the fast path without building generic
+// values, and collects the defaults the text lacks as a patch (see
+// DefaultsPatch). supported is false when the schema has no fast path or
+// the text needs what the scanner does not do (escaped keys, escaped
+// strings under string constraints, defaults inside arrays, enums of
+// objects or arrays); the caller then uses Decode, Validate and
+// DefaultsPatch. data must be valid JSON (check with json.Valid first).
+// When supported is true, ok is the validator's verdict.
+func (s *Schema) Scan(data []byte) (ok bool, patch map[string]any, supported bool) {
+	if s.fast == nil {
+		return false, nil, false
+	}
+	sc := scanner{b: data}
+	ok, patch = sc.value(s.fast, 0)
+	if sc.unsupported {
+		return false, nil, false
+	}
+	return ok, patch, true
+}
+
+type scanner struct {
+	b           []byte
+	i           int
+	unsupported bool
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value scans one value against n (nil: any value) and returns its verdict
+// and the defaults patch of an object.
+func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
+	if depth > 64 {
+		s.unsupported = true
+		return false, nil
+	}
+	s.ws()
+	if s.i >= len(s.b) {
+		s.unsupported = true
+		return false, nil
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(n, depth)
+	case c == '[':
+		return s.array(n, depth), nil
+	case c == '"':
+		raw, escaped := s.str()
+		return s.checkString(n, raw, escaped), nil
+	case c == 't' || c == 'f':
+		v := c == 't'
+		if v {
+			s.i += 4
+		} else {
+			s.i += 5
+		}
+		return s.checkScalar(n, tBool, v), nil
+	case c == 'n':
+		s.i += 4
+		return s.checkScalar(n, tNull, nil), nil
+	default:
+		start := s.i
+		for s.i < len(s.b) {
+			c := s.b[s.i]
+			if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+				s.i++
+				continue
+			}
+			break
+		}
+		f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
+		if err != nil {
+			s.unsupported = true // out of range: let the full path decide
+			return false, nil
+		}
+		return s.checkNumber(n, f), nil
+	}
+}
+
+// str scans a string and returns its raw contents and whether it has escapes.
+func (s *scanner) str() ([]byte, bool) {
+	s.i++ // opening quote
+	start := s.i
+	escaped := false
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '\\':
+			escaped = true
+			s.i += 2
+			continue
+		case '"':
+			raw := s.b[start:s.i]
+			s.i++
+			return raw, escaped
+		}
+		s.i++
+	}
+	s.unsupported = true
+	return nil, escaped
+}
+
+func (s *scanner) checkScalar(n *fastNode, bit uint8, v any) bool {
+	if n == nil {
+		return true
+	}
+	if n.types != 0 && n.types&bit == 0 {
+		return false
+	}
+	if n.enum != nil && !inEnum(n.enum, v) {
+		return false
+	}
+	return !n.hasConst || jsonEqual(n.constVal, v)
+}
+
+func (s *scanner) checkNumber(n *fastNode, f float64) bool {
+	if n == nil {
+		return true
+	}
+	bit := tNum
+	if f == math.Trunc(f) && !math.IsInf(f, 0) {
+		bit |= tInt
+	}
+	if !s.checkScalar(n, bit, f) {
+		return false
+	}
+	return !(n.min != nil && f < *n.min || n.max != nil && f > *n.max ||
+		n.xmin != nil && f <= *n.xmin || n.xmax != nil && f >= *n.xmax)
+}
+
+func (s *scanner) checkString(n *fastNode, raw []byte, escaped bool) bool {
+	if n == nil {
+		return true
+	}
+	if n.types != 0 && n.types&tStr == 0 {
+		return false
+	}
+	needsValue := n.enum != nil || n.hasConst || n.pattern != nil || n.minLen > 0 || n.maxLen >= 0
+	if !needsValue {
+		return true
+	}
+	if escaped || !utf8.Valid(raw) {
+		s.unsupported = true
+		return false
+	}
+	if n.enum != nil {
+		found := false
+		for _, e := range n.enum {
+			if es, ok := e.(string); ok && es == string(raw) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if n.hasConst {
+		if cs, ok := n.constVal.(string); !ok || cs != string(raw) {
+			return false
+		}
+	}
+	if n.minLen > 0 || n.maxLen >= 0 {
+		l := utf8.RuneCount(raw)
+		if l < n.minLen || n.maxLen >= 0 && l > n.maxLen {
+			return false
+		}
+	}
+	return n.pattern == nil || n.pattern.Match(raw)
+}
+
+func inEnum(enum []any, v any) bool {
+	for _, e := range enum {
+		if jsonEqual(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
+	s.i++ // {
+	if n != nil {
+		if n.types != 0 && n.types&tObj == 0 || n.enum != nil || n.hasConst || len(n.required) > 64 || len(n.defaults) > 64 {
+			if n.types != 0 && n.types&tObj == 0 {
+				s.skipRest()
+				return false, nil
+			}
+			s.unsupported = true
+			return false, nil
+		}
+	}
+	var required, present uint64
+	var patch map[string]any
+	ok := true
+	s.ws()
+	if s.b[s.i] == '}' {
+		s.i++
+	} else {
+		for {
+			s.ws()
+			key, escaped := s.str()
+			if escaped {
+				s.unsupported = true
+				return false, nil
+			}
+			s.ws()
+			s.i++ // :
+			var child *fastNode
+			known := false
+			if n != nil {
+				child, known = n.props[string(key)]
+				if !known {
+					if n.closed {
+						ok = false
+					}
+					child = n.extra
+				}
+				for j, r := range n.required {
+					if r == string(key) {
+						required |= 1 << j
+					}
+				}
+				for j, d := range n.defaults {
+					if d == string(key) {
+						present |= 1 << j
+					}
+				}
+			}
+			vok, sub := s.value(child, depth+1)
+			if s.unsupported {
+				return false, nil
+			}
+			if !vok {
+				ok = false
+			}
+			if sub != nil && known {
+				if patch == nil {
+					patch = map[string]any{}
+				}
+				patch[string(key)] = sub
+			}
+			s.ws()
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			s.i++ // }
+			break
+		}
+	}
+	if n == nil {
+		return ok, nil
+	}
+	if len(n.required) > 0 && required != 1<<len(n.required)-1 {
+		ok = false
+	}
+	for j, d := range n.defaults {
+		if present&(1<<j) == 0 {
+			if patch == nil {
+				patch = map[string]any{}
+			}
+			patch[d] = deepCopy(n.props[d].def)
+		}
+	}
+	return ok, patch
+}
+
+// skipRest skips the rest of an object or array after its opening bracket.
+func (s *scanner) skipRest() {
+	depth := 1
+	for s.i < len(s.b) && depth > 0 {
+		switch s.b[s.i] {
+		case '"':
+			s.str()
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		}
+		s.i++
+	}
+}
+
+func (s *scanner) array(n *fastNode, depth int) bool {
+	s.i++ // [
+	if n != nil && (n.enum != nil || n.hasConst) {
+		s.unsupported = true
+		return false
+	}
+	if n != nil && n.types != 0 && n.types&tArr == 0 {
+		s.skipRest()
+		return false
+	}
+	var items *fastNode
+	if n != nil {
+		items = n.items
+	}
+	ok := true
+	count := 0
+	s.ws()
+	if s.b[s.i] == ']' {
+		s.i++
+	} else {
+		for {
+			vok, sub := s.value(items, depth+1)
+			if s.unsupported {
+				return false
+			}
+			if sub != nil {
+				s.unsupported = true // defaults inside array items: full path
+				return false
+			}
+			if !vok {
+				ok = false
+			}
+			count++
+			s.ws()
+			if s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			s.i++ // ]
+			break
+		}
+	}
+	if n != nil && (count < n.minItems || n.maxItems >= 0 && count > n.maxItems) {
+		ok = false
+	}
+	return ok
+}
