@@ -28,7 +28,7 @@ type fastNode struct {
 	minItems   int
 	maxItems   int // -1: none
 	pattern    *regexp.Regexp
-	def        any      // the "default" value, when hasDef
+	def        any // the "default" value, when hasDef
 	hasDef     bool
 	defaults   []string // properties that declare a default
 }
