@@ -417,8 +417,10 @@ func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, 
 		text = "{}"
 	}
 	raw = []byte(text)
-	if s != nil && json.Valid(raw) {
+	if s != nil && (typed || json.Valid(raw)) {
 		// Fast path: validate the text directly, without generic values.
+		// Typed tools skip json.Valid: their decoder reports a syntax error
+		// in the same words (see Func's call).
 		if ok, p, supported := s.Scan(raw); supported && ok {
 			if p == nil {
 				return raw, nil, Result{}, true

@@ -251,3 +251,11 @@ func TestOtherErrorsDoNotAbort(t *testing.T) {
 }
 
 var _ = sync.Mutex{}
+
+func TestSyntaxErrorsTheFastScanLetsThroughAreStillReported(t *testing.T) {
+	ex := newExec(t, nil, searchTool(nil))
+	// A leading zero is not JSON; the argument scanner reads it as a number,
+	// the decoder refuses it with the same "not valid JSON" text.
+	out := run(t, ex, "t1", call("c1", "search", `{"query":"q","format":"json","limit":01}`))
+	assert.True(t, strings.HasPrefix(out[0].Message.Content, "Failed to execute tool: Tool arguments are not valid JSON: "), out[0].Message.Content)
+}

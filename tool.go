@@ -3,6 +3,7 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -165,6 +166,10 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 		call: func(ctx context.Context, st ThreadState, raw, patch []byte) (Result, error) {
 			var a A
 			if err := json.Unmarshal(raw, &a); err != nil {
+				var syn *json.SyntaxError
+				if errors.As(err, &syn) {
+					return Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, nil
+				}
 				return Errorf("Tool arguments do not decode into %s: %v", typeName, err), nil
 			}
 			if patch != nil {

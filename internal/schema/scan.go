@@ -12,14 +12,19 @@ import (
 // the text needs what the scanner does not do (escaped keys, escaped
 // strings under string constraints, defaults inside arrays, enums of
 // objects or arrays); the caller then uses Decode, Validate and
-// DefaultsPatch. data must be valid JSON (check with json.Valid first).
-// When supported is true, ok is the validator's verdict.
+// DefaultsPatch. When supported is true and data is valid JSON, ok is the
+// validator's verdict. The scanner checks JSON syntax only loosely: a
+// caller that skips json.Valid must treat a later syntax error of a full
+// decoder as "not valid JSON". Scan never panics.
 func (s *Schema) Scan(data []byte) (ok bool, patch map[string]any, supported bool) {
 	if s.fast == nil {
 		return false, nil, false
 	}
 	sc := scanner{b: data}
 	ok, patch = sc.value(s.fast, 0)
+	if sc.peek() != 0 {
+		sc.unsupported = true // trailing data
+	}
 	if sc.unsupported {
 		return false, nil, false
 	}
@@ -65,14 +70,18 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 		return s.checkString(n, raw, escaped), nil
 	case c == 't' || c == 'f':
 		v := c == 't'
+		lit := "false"
 		if v {
-			s.i += 4
-		} else {
-			s.i += 5
+			lit = "true"
+		}
+		if !s.literal(lit) {
+			return false, nil
 		}
 		return s.checkScalar(n, tBool, v), nil
 	case c == 'n':
-		s.i += 4
+		if !s.literal("null") {
+			return false, nil
+		}
 		return s.checkScalar(n, tNull, nil), nil
 	default:
 		start := s.i
@@ -84,6 +93,10 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 			}
 			break
 		}
+		if s.i == start {
+			s.unsupported = true // not a JSON value: the full path reports it
+			return false, nil
+		}
 		f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
 		if err != nil {
 			s.unsupported = true // out of range: let the full path decide
@@ -93,8 +106,42 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 	}
 }
 
+// literal consumes the exact bytes of lit.
+func (s *scanner) literal(lit string) bool {
+	if s.i+len(lit) > len(s.b) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		s.unsupported = true
+		return false
+	}
+	s.i += len(lit)
+	return true
+}
+
+// expect consumes byte c after white space, or marks the text unsupported.
+func (s *scanner) expect(c byte) bool {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != c {
+		s.unsupported = true
+		return false
+	}
+	s.i++
+	return true
+}
+
+// peek returns the next byte after white space, or 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
 // str scans a string and returns its raw contents and whether it has escapes.
 func (s *scanner) str() ([]byte, bool) {
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		s.unsupported = true
+		return nil, false
+	}
 	s.i++ // opening quote
 	start := s.i
 	escaped := false
@@ -108,6 +155,10 @@ func (s *scanner) str() ([]byte, bool) {
 			raw := s.b[start:s.i]
 			s.i++
 			return raw, escaped
+		}
+		if s.b[s.i] < 0x20 {
+			s.unsupported = true // a control character: not valid JSON
+			return nil, escaped
 		}
 		s.i++
 	}
@@ -208,19 +259,19 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 	var required, present uint64
 	var patch map[string]any
 	ok := true
-	s.ws()
-	if s.b[s.i] == '}' {
+	if s.peek() == '}' {
 		s.i++
 	} else {
 		for {
 			s.ws()
 			key, escaped := s.str()
-			if escaped {
+			if escaped || s.unsupported {
 				s.unsupported = true
 				return false, nil
 			}
-			s.ws()
-			s.i++ // :
+			if !s.expect(':') {
+				return false, nil
+			}
 			var child *fastNode
 			known := false
 			if n != nil {
@@ -255,12 +306,16 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 				}
 				patch[string(key)] = sub
 			}
-			s.ws()
-			if s.b[s.i] == ',' {
+			switch s.peek() {
+			case ',':
 				s.i++
 				continue
+			case '}':
+				s.i++
+			default:
+				s.unsupported = true
+				return false, nil
 			}
-			s.i++ // }
 			break
 		}
 	}
@@ -314,8 +369,7 @@ func (s *scanner) array(n *fastNode, depth int) bool {
 	}
 	ok := true
 	count := 0
-	s.ws()
-	if s.b[s.i] == ']' {
+	if s.peek() == ']' {
 		s.i++
 	} else {
 		for {
@@ -331,12 +385,16 @@ func (s *scanner) array(n *fastNode, depth int) bool {
 				ok = false
 			}
 			count++
-			s.ws()
-			if s.b[s.i] == ',' {
+			switch s.peek() {
+			case ',':
 				s.i++
 				continue
+			case ']':
+				s.i++
+			default:
+				s.unsupported = true
+				return false
 			}
-			s.i++ // ]
 			break
 		}
 	}
