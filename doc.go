@@ -50,6 +50,19 @@
 // model reads — never a Go error from Run; a tool that must stop the run
 // returns an error wrapping [ErrAbort].
 //
+// # Prompts and agents
+//
+// A [Prompt] is a system prompt, a [Model] and the tools it offers; with a
+// ToolDescription it can also run as a tool (a one-shot sub-prompt whose
+// result a [SubpromptConfig] shapes). An [Agent] has two sides, each backed
+// by a prompt or played by a human; with ExposeAsTool it is a handoff
+// target, and a side's Subagents relationships inject the subagent_create,
+// subagent_message and subagents lifecycle tools. A [Runtime] runs agents on
+// threads: [Runtime.Send] stores the human's message and runs the model/tool
+// loop — the assistant message stored before its tools run, history built
+// per IncludeChat and IncludePastTools, progress arguments read from the
+// stream, loop guards — until the thread waits for the human again.
+//
 // # Threads
 //
 // A running tool sees its thread through [ThreadState]: identity, execution
@@ -86,6 +99,8 @@
 //
 // # Concurrency
 //
-// Registry, Executor and the stores are safe for concurrent use. Batches of
-// one thread are serialised; batches of different threads run in parallel.
+// Registry, Executor, Runtime and the stores are safe for concurrent use.
+// Batches and turns of one thread are serialised (one lock per thread, and a
+// lease across instances with a ThreadLocker store such as store/postgres);
+// different threads run in parallel.
 package toolrun
