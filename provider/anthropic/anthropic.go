@@ -1,22 +1,17 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"iter"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/provhttp"
 )
 
 // DefaultBaseURL is the Anthropic API root.
@@ -146,27 +141,13 @@ func New(opts *Options) *Provider {
 	p.endpoint = strings.TrimRight(base, "/") + "/v1/messages"
 	p.client = p.opts.HTTPClient
 	if p.client == nil {
-		p.client = newHTTPClient(p.opts.ConnectTimeout, p.opts.HeaderTimeout)
+		p.client = provhttp.NewClient(p.opts.ConnectTimeout, p.opts.HeaderTimeout)
 	}
 	p.log = p.opts.Logger
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
 	return p
-}
-
-func newHTTPClient(connect, header time.Duration) *http.Client {
-	if connect <= 0 {
-		connect = 10 * time.Second
-	}
-	if header <= 0 {
-		header = 2 * time.Minute
-	}
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
-	t.TLSHandshakeTimeout = connect
-	t.ResponseHeaderTimeout = header
-	return &http.Client{Transport: t}
 }
 
 // Name returns the provider name ("anthropic" unless Options.Name is set).
@@ -203,152 +184,41 @@ func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[t
 			yield(toolrun.Chunk{}, err)
 			return
 		}
-		maxRetries := p.opts.MaxRetries
-		if maxRetries == 0 {
-			maxRetries = 2
-		}
-		for attempt := 0; ; attempt++ {
-			yielded, stopped, err := p.attempt(ctx, body, yield)
-			if stopped || err == nil {
-				return
+		r := provhttp.Retry{MaxRetries: p.opts.MaxRetries, BaseDelay: p.opts.RetryBaseDelay, MaxWait: p.opts.MaxRetryWait}
+		provhttp.Stream(ctx, p.name, p.log, r, func(ctx context.Context, yield func(toolrun.Chunk, error) bool) (bool, bool, error) {
+			return p.attempt(ctx, body, yield)
+		}, yield)
+	}
+}
+
+// attempt sends the request once and streams the response to yield.
+// yielded reports whether any chunk was yielded; stopped whether the
+// consumer stopped the iteration.
+func (p *Provider) attempt(ctx context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+	a := provhttp.Attempt{
+		Provider: p.name,
+		Client:   p.client,
+		Endpoint: p.endpoint,
+		Header: func(h http.Header) {
+			version := p.opts.Version
+			if version == "" {
+				version = DefaultVersion
 			}
-			if ctx.Err() != nil {
-				yield(toolrun.Chunk{}, ctx.Err())
-				return
+			h.Set("anthropic-version", version)
+			if p.opts.APIKey != "" {
+				h.Set("x-api-key", p.opts.APIKey)
 			}
-			pe, _ := err.(*toolrun.ProviderError)
-			if yielded || pe == nil || !pe.Retryable || attempt >= maxRetries {
-				yield(toolrun.Chunk{}, err)
-				return
+			for k, v := range p.opts.Headers {
+				h.Set(k, v)
 			}
-			wait, ok := p.backoff(attempt, pe.RetryAfter)
-			if !ok {
-				yield(toolrun.Chunk{}, err)
-				return
-			}
-			p.log.LogAttrs(ctx, slog.LevelInfo, "retrying model request",
-				slog.String("provider", p.name), slog.Int("attempt", attempt+1),
-				slog.Duration("wait", wait), slog.String("error", err.Error()))
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				yield(toolrun.Chunk{}, ctx.Err())
-				return
-			case <-t.C:
-			}
-		}
+		},
+		IdleTimeout: p.opts.IdleTimeout,
+		Error:       httpError,
+		JSON:        parseMessage,
+		Stream:      parseStream,
 	}
+	return a.Do(ctx, body, yield)
 }
-
-func (p *Provider) backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
-	maxWait := p.opts.MaxRetryWait
-	if maxWait <= 0 {
-		maxWait = time.Minute
-	}
-	if retryAfter > 0 {
-		return retryAfter, retryAfter <= maxWait
-	}
-	base := p.opts.RetryBaseDelay
-	if base <= 0 {
-		base = 500 * time.Millisecond
-	}
-	d := base << min(attempt, 16)
-	if d > maxWait || d <= 0 {
-		d = maxWait
-	}
-	return d/2 + rand.N(d/2+1), true
-}
-
-func (p *Provider) attempt(parent context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "invalid_request", Message: err.Error(), Err: err}
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	version := p.opts.Version
-	if version == "" {
-		version = DefaultVersion
-	}
-	hreq.Header.Set("anthropic-version", version)
-	if p.opts.APIKey != "" {
-		hreq.Header.Set("x-api-key", p.opts.APIKey)
-	}
-	for k, v := range p.opts.Headers {
-		hreq.Header.Set(k, v)
-	}
-	resp, err := p.client.Do(hreq)
-	if err != nil {
-		if parent.Err() != nil {
-			return false, false, parent.Err()
-		}
-		return false, false, &toolrun.ProviderError{Provider: p.name, Code: "network", Message: err.Error(), Retryable: true, Err: err}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		return false, false, httpError(p.name, resp)
-	}
-	y := func(c toolrun.Chunk) bool {
-		yielded = true
-		if !yield(c, nil) {
-			stopped = true
-			return false
-		}
-		return true
-	}
-	var rd io.Reader = resp.Body
-	if p.opts.IdleTimeout > 0 {
-		ir := newIdleReader(resp.Body, p.opts.IdleTimeout, func() { cancel(errIdle) })
-		defer ir.stop()
-		rd = ir
-	}
-	ct := strings.ToLower(resp.Header.Get("Content-Type"))
-	switch {
-	case strings.HasPrefix(ct, "application/json"):
-		err = parseMessage(p.name, rd, y)
-	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
-		err = parseStream(p.name, rd, y)
-	default:
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		err = &toolrun.ProviderError{Provider: p.name, Status: resp.StatusCode, Code: "invalid_response",
-			Message: fmt.Sprintf("unexpected content type %q: %s", ct, bytes.TrimSpace(snippet))}
-	}
-	if stopped {
-		return yielded, true, nil
-	}
-	if err != nil && parent.Err() != nil {
-		return yielded, false, parent.Err()
-	}
-	if err != nil && context.Cause(ctx) == errIdle {
-		return yielded, false, &toolrun.ProviderError{Provider: p.name, Code: "stream_timeout", Retryable: true,
-			Message: fmt.Sprintf("no data from the server for %s", p.opts.IdleTimeout), Err: errIdle}
-	}
-	return yielded, false, err
-}
-
-var errIdle = errors.New("stream idle timeout")
-
-// idleReader calls onIdle when no Read returned for d.
-type idleReader struct {
-	r io.Reader
-	d time.Duration
-	t *time.Timer
-}
-
-func newIdleReader(r io.Reader, d time.Duration, onIdle func()) *idleReader {
-	return &idleReader{r: r, d: d, t: time.AfterFunc(d, onIdle)}
-}
-
-func (i *idleReader) Read(b []byte) (int, error) {
-	n, err := i.r.Read(b)
-	i.t.Reset(i.d)
-	return n, err
-}
-
-func (i *idleReader) stop() { i.t.Stop() }
 
 // wireError is the "error" object of an error body or error event.
 type wireError struct {
@@ -356,36 +226,27 @@ type wireError struct {
 	Message string `json:"message"`
 }
 
+// httpError turns a non-2xx response into a *toolrun.ProviderError, taking
+// the code and message from an Anthropic error body when there is one.
 func httpError(provider string, resp *http.Response) *toolrun.ProviderError {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	e := &toolrun.ProviderError{
-		Provider:   provider,
-		Status:     resp.StatusCode,
-		Retryable:  retryableStatus(resp.StatusCode),
-		RetryAfter: retryAfter(resp.Header, time.Now()),
-	}
+	return provhttp.ResponseError(provider, resp, retryableStatus, decodeErrorBody, statusCode)
+}
+
+// decodeErrorBody reads an Anthropic error body: the error's type and
+// message, the request id appended to the message.
+func decodeErrorBody(b []byte) (code, message string, ok bool) {
 	var env struct {
 		Error     *wireError `json:"error"`
 		RequestID string     `json:"request_id"`
 	}
-	if err := json.Unmarshal(bytes.TrimSpace(b), &env); err == nil && env.Error != nil {
-		e.Code, e.Message = env.Error.Type, env.Error.Message
-		if env.RequestID != "" {
-			e.Message += " (request " + env.RequestID + ")"
-		}
-	} else {
-		e.Message = strings.TrimSpace(string(b))
-		if len(e.Message) > 300 {
-			e.Message = e.Message[:300] + "…"
-		}
-		if e.Message == "" {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
+	if err := json.Unmarshal(b, &env); err != nil || env.Error == nil {
+		return "", "", false
 	}
-	if e.Code == "" {
-		e.Code = statusCode(resp.StatusCode)
+	code, message = env.Error.Type, env.Error.Message
+	if env.RequestID != "" {
+		message += " (request " + env.RequestID + ")"
 	}
-	return e
+	return code, message, true
 }
 
 func retryableStatus(s int) bool {
@@ -424,32 +285,4 @@ func statusCode(s int) string {
 		return "api_error"
 	}
 	return ""
-}
-
-// retryAfter reads "retry-after-ms" or "Retry-After" (seconds or an HTTP
-// date); 0 when absent or unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		var ms float64
-		if _, err := fmt.Sscanf(v, "%g", &ms); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var secs float64
-	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && !strings.ContainsAny(v, ", ") {
-		if secs > 0 {
-			return time.Duration(secs * float64(time.Second))
-		}
-		return 0
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := t.Sub(now); d > 0 {
-			return d
-		}
-	}
-	return 0
 }

@@ -1,0 +1,309 @@
+// Package provhttp holds the HTTP plumbing the model providers share: the
+// default client, the retry policy and driver, one streamed request
+// (Attempt), the idle-timeout reader, non-2xx error bodies and Retry-After
+// parsing.
+//
+// Everything that differs between providers stays with them and is passed
+// in: endpoints and headers, the status-to-code mapping, which statuses and
+// error types are retryable, how an error body is decoded, and the response
+// parsers.
+package provhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/toolrun/toolrun"
+)
+
+// NewClient returns an HTTP client whose dialling (including the TLS
+// handshake) is bounded by connect and whose wait for the response headers
+// is bounded by header; 0 (or less) means 10 seconds and 2 minutes. The
+// whole request is bounded by its context only.
+func NewClient(connect, header time.Duration) *http.Client {
+	if connect <= 0 {
+		connect = 10 * time.Second
+	}
+	if header <= 0 {
+		header = 2 * time.Minute
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
+	t.TLSHandshakeTimeout = connect
+	t.ResponseHeaderTimeout = header
+	return &http.Client{Transport: t}
+}
+
+// Retry is a retry policy. The zero value is the default policy.
+type Retry struct {
+	// MaxRetries is how often a retryable failure is retried; 0 means 2,
+	// a negative value disables retries.
+	MaxRetries int
+	// BaseDelay is the first backoff delay, doubled on each retry and
+	// jittered; 0 (or less) means 500ms.
+	BaseDelay time.Duration
+	// MaxWait is the longest wait before a retry; 0 (or less) means
+	// 1 minute.
+	MaxWait time.Duration
+}
+
+func (r Retry) maxRetries() int {
+	if r.MaxRetries == 0 {
+		return 2
+	}
+	return r.MaxRetries
+}
+
+// Backoff returns the wait before retry number attempt+1 (attempt counts
+// from 0). A positive retryAfter (the server's Retry-After) is returned as
+// is, with false when it is longer than MaxWait: the caller should give
+// up. Otherwise the wait is BaseDelay doubled attempt times, capped at
+// MaxWait, and jittered to a random value in [d/2, d].
+func (r Retry) Backoff(attempt int, retryAfter time.Duration) (time.Duration, bool) {
+	maxWait := r.MaxWait
+	if maxWait <= 0 {
+		maxWait = time.Minute
+	}
+	if retryAfter > 0 {
+		return retryAfter, retryAfter <= maxWait
+	}
+	base := r.BaseDelay
+	if base <= 0 {
+		base = 500 * time.Millisecond
+	}
+	d := base << min(attempt, 16)
+	if d > maxWait || d <= 0 {
+		d = maxWait
+	}
+	// Jitter: a random wait in [d/2, d].
+	return d/2 + rand.N(d/2+1), true
+}
+
+// AttemptFunc sends a request once and streams its response to yield.
+// yielded reports whether any chunk was yielded; stopped whether the
+// consumer stopped the iteration (yield returned false).
+type AttemptFunc func(ctx context.Context, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error)
+
+// Stream runs attempt, retrying under r while the failure is a retryable
+// *toolrun.ProviderError and no chunk was yielded, and yields the final
+// error, if any, as the last element. A cancelled ctx ends the stream with
+// ctx.Err(), also during the wait between attempts. Each retry is logged
+// at info level to log, which must not be nil.
+func Stream(ctx context.Context, provider string, log *slog.Logger, r Retry, attempt AttemptFunc, yield func(toolrun.Chunk, error) bool) {
+	maxRetries := r.maxRetries()
+	for n := 0; ; n++ {
+		yielded, stopped, err := attempt(ctx, yield)
+		if stopped || err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			yield(toolrun.Chunk{}, ctx.Err())
+			return
+		}
+		pe, _ := err.(*toolrun.ProviderError)
+		if yielded || pe == nil || !pe.Retryable || n >= maxRetries {
+			yield(toolrun.Chunk{}, err)
+			return
+		}
+		wait, ok := r.Backoff(n, pe.RetryAfter)
+		if !ok {
+			yield(toolrun.Chunk{}, err)
+			return
+		}
+		log.LogAttrs(ctx, slog.LevelInfo, "retrying model request",
+			slog.String("provider", provider), slog.Int("attempt", n+1),
+			slog.Duration("wait", wait), slog.String("error", err.Error()))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			yield(toolrun.Chunk{}, ctx.Err())
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Parser reads a response body and yields its chunks; it stops when yield
+// returns false.
+type Parser func(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error
+
+// Attempt describes one provider's streamed POST request.
+type Attempt struct {
+	Provider string
+	Client   *http.Client
+	Endpoint string
+	// Header sets the provider's request headers (after Content-Type
+	// and Accept, which Do sets).
+	Header func(http.Header)
+	// IdleTimeout, when positive, ends a response that sends nothing for
+	// this long with a retryable error of Code "stream_timeout".
+	IdleTimeout time.Duration
+	// Error turns a response with a status of 300 or more into an error.
+	Error func(provider string, resp *http.Response) *toolrun.ProviderError
+	// JSON parses an "application/json" body, Stream a
+	// "text/event-stream" body or one without a Content-Type.
+	JSON, Stream Parser
+}
+
+// ErrIdle is the Err of the "stream_timeout" error Attempt.Do returns.
+var ErrIdle = errors.New("stream idle timeout")
+
+// Do sends body once and streams the response to yield; it is an
+// AttemptFunc once body is bound. Transport failures are retryable
+// *toolrun.ProviderError values of Code "network"; when parent is
+// cancelled, the error is parent.Err().
+func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Endpoint, bytes.NewReader(body))
+	if err != nil {
+		return false, false, &toolrun.ProviderError{Provider: a.Provider, Code: "invalid_request", Message: err.Error(), Err: err}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if a.Header != nil {
+		a.Header(hreq.Header)
+	}
+	resp, err := a.Client.Do(hreq)
+	if err != nil {
+		if parent.Err() != nil {
+			return false, false, parent.Err()
+		}
+		return false, false, &toolrun.ProviderError{Provider: a.Provider, Code: "network", Message: err.Error(), Retryable: true, Err: err}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return false, false, a.Error(a.Provider, resp)
+	}
+	y := func(c toolrun.Chunk) bool {
+		yielded = true
+		if !yield(c, nil) {
+			stopped = true
+			return false
+		}
+		return true
+	}
+	var rd io.Reader = resp.Body
+	if a.IdleTimeout > 0 {
+		ir := NewIdleReader(resp.Body, a.IdleTimeout, func() { cancel(ErrIdle) })
+		defer ir.Stop()
+		rd = ir
+	}
+	ct := strings.ToLower(resp.Header.Get("Content-Type"))
+	switch {
+	case strings.HasPrefix(ct, "application/json"):
+		err = a.JSON(a.Provider, rd, y)
+	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
+		err = a.Stream(a.Provider, rd, y)
+	default:
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err = &toolrun.ProviderError{Provider: a.Provider, Status: resp.StatusCode, Code: "invalid_response",
+			Message: fmt.Sprintf("unexpected content type %q: %s", ct, bytes.TrimSpace(snippet))}
+	}
+	if stopped {
+		return yielded, true, nil
+	}
+	if err != nil && parent.Err() != nil {
+		return yielded, false, parent.Err()
+	}
+	if err != nil && context.Cause(ctx) == ErrIdle {
+		return yielded, false, &toolrun.ProviderError{Provider: a.Provider, Code: "stream_timeout", Retryable: true,
+			Message: fmt.Sprintf("no data from the server for %s", a.IdleTimeout), Err: ErrIdle}
+	}
+	return yielded, false, err
+}
+
+// IdleReader wraps a reader and calls onIdle when no Read has returned
+// for its duration. Call Stop when done with it.
+type IdleReader struct {
+	r io.Reader
+	d time.Duration
+	t *time.Timer
+}
+
+// NewIdleReader returns an IdleReader over r that calls onIdle (in its
+// own goroutine) once d passes without a Read returning.
+func NewIdleReader(r io.Reader, d time.Duration, onIdle func()) *IdleReader {
+	return &IdleReader{r: r, d: d, t: time.AfterFunc(d, onIdle)}
+}
+
+// Read reads from the underlying reader and restarts the idle timer.
+func (i *IdleReader) Read(b []byte) (int, error) {
+	n, err := i.r.Read(b)
+	i.t.Reset(i.d)
+	return n, err
+}
+
+// Stop stops the idle timer.
+func (i *IdleReader) Stop() { i.t.Stop() }
+
+// ResponseError turns a non-2xx response into a *toolrun.ProviderError. It
+// reads up to 1 MiB of the body and sets Status, Retryable (from
+// retryable) and RetryAfter. decode extracts the code and message of a
+// body the provider recognises; otherwise the message is the trimmed body
+// (at most 300 bytes and "…") or, for an empty body, the status text. An
+// empty code becomes code(status).
+func ResponseError(provider string, resp *http.Response, retryable func(status int) bool,
+	decode func(body []byte) (code, message string, ok bool), code func(status int) string) *toolrun.ProviderError {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	e := &toolrun.ProviderError{
+		Provider:   provider,
+		Status:     resp.StatusCode,
+		Retryable:  retryable(resp.StatusCode),
+		RetryAfter: RetryAfter(resp.Header, time.Now()),
+	}
+	var ok bool
+	if e.Code, e.Message, ok = decode(bytes.TrimSpace(b)); !ok {
+		e.Code = ""
+		e.Message = strings.TrimSpace(string(b))
+		if len(e.Message) > 300 {
+			e.Message = e.Message[:300] + "…"
+		}
+		if e.Message == "" {
+			e.Message = http.StatusText(resp.StatusCode)
+		}
+	}
+	if e.Code == "" {
+		e.Code = code(resp.StatusCode)
+	}
+	return e
+}
+
+// RetryAfter reads the "Retry-After-Ms" header (milliseconds) or else
+// "Retry-After" (seconds or an HTTP date, relative to now); 0 when absent,
+// unreadable, or not in the future.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
+		var ms float64
+		if _, err := fmt.Sscanf(v, "%g", &ms); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && !strings.ContainsAny(v, ", ") {
+		if secs > 0 {
+			return time.Duration(secs * float64(time.Second))
+		}
+		return 0
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d
+		}
+	}
+	return 0
+}
