@@ -61,6 +61,7 @@ type CodeError struct {
 	Specifier string `json:"specifier,omitempty"`
 }
 
+// Error returns "name: message".
 func (e *CodeError) Error() string { return e.Name + ": " + e.Message }
 
 // CodeLog is one captured console call.

@@ -47,6 +47,7 @@ type StoreError struct {
 	Err error
 }
 
+// Error names the operation and the store's error.
 func (e *StoreError) Error() string { return "toolrun: store: " + e.Op + ": " + e.Err.Error() }
 
 // Unwrap returns the store's error.
@@ -58,6 +59,7 @@ type RegistrationError struct {
 	Reason string
 }
 
+// Error names the definition and the reason it was refused.
 func (e *RegistrationError) Error() string {
 	if e.Name == "" {
 		return "toolrun: register: " + e.Reason

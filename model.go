@@ -167,6 +167,7 @@ type ProviderError struct {
 	Err error
 }
 
+// Error names the provider, the status, the code and the message.
 func (e *ProviderError) Error() string {
 	s := "toolrun: provider " + e.Provider
 	if e.Status != 0 {

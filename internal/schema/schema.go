@@ -37,6 +37,7 @@ type Issue struct {
 	Message string
 }
 
+// String formats the issue as "[path] message".
 func (i Issue) String() string { return "[" + i.Path + "] " + i.Message }
 
 // Doc returns the advertised document. Callers must not modify it.
