@@ -185,6 +185,9 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 	var outcomes []Outcome
 	if len(calls) > 0 {
 		if outcomes, err = rt.ex.runBatch(ctx, cb, calls); err != nil {
+			if ctx.Err() != nil {
+				rt.stopped(ctx, sub, cb, calls) // the sub-prompt's calls get their results too
+			}
 			res := shapeSubprompt(out, calls, outcomes, cfg)
 			if !res.IsError() {
 				res = Result{Status: StatusError, Error: "Sub-prompt stopped: " + rt.ex.redactor(cb).String(err.Error())}

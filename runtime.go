@@ -528,7 +528,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		outcomes, err := rt.ex.runBatch(ctx, b, calls)
 		if err != nil {
 			if ctx.Err() != nil {
-				rt.stopped(ctx, ts, calls)
+				rt.stopped(ctx, ts, b, calls)
 			}
 			return turnResult{}, err
 		}
@@ -546,7 +546,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 // stopped records a user stop (reference E15): an error result "Execution
 // stopped by user" for every call of the response still lacking one, and a
 // system message with the same text.
-func (rt *Runtime) stopped(ctx context.Context, ts *turnState, calls []ToolCall) {
+func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls []ToolCall) {
 	ctx = context.WithoutCancel(ctx)
 	const text = "Execution stopped by user"
 	var msgs []*Message
@@ -555,9 +555,11 @@ func (rt *Runtime) stopped(ctx context.Context, ts *turnState, calls []ToolCall)
 			continue
 		}
 		msgs = append(msgs, &Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError, Prompt: ts.prompt.Name,
-			Content: "Failed to execute tool: " + text, Metadata: map[string]any{metaSide: ts.sideKey}})
+			Depth: b.depth, ParentID: b.parentID, Content: "Failed to execute tool: " + text, Metadata: map[string]any{metaSide: ts.sideKey}})
 	}
-	msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Metadata: map[string]any{metaSide: ts.sideKey}})
+	if b.depth == 0 {
+		msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Metadata: map[string]any{metaSide: ts.sideKey}})
+	}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, msgs...); err != nil {
 		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
 	}

@@ -404,3 +404,35 @@ func TestToolChoiceAndNoToolCallsCapability(t *testing.T) {
 	assert.Empty(t, w.p.LastRequest().Tools, "no tools for a model that cannot call them")
 	assert.Empty(t, w.p.LastRequest().ToolChoice, "and no tool choice")
 }
+
+func TestUserStopInsideASubPromptGivesEveryCallAResult(t *testing.T) {
+	started := make(chan struct{})
+	slow := &toolrun.Func[noArgs]{Name: "slow", Execute: func(ctx context.Context, s toolrun.ThreadState, _ noArgs) (toolrun.Result, error) {
+		close(started)
+		<-ctx.Done()
+		return toolrun.Result{}, ctx.Err()
+	}}
+	sub := &toolrun.Prompt{Name: "worker", Model: "m", ToolDescription: "Work", Tools: []toolrun.PromptTool{toolrun.Use("slow"), toolrun.Use("get_issue")}}
+	main := triagePrompt()
+	main.Tools = append(main.Tools, toolrun.Use("worker"))
+	w := newWorld(t, main, toolrun.Side{}, slow, sub)
+	w.p.Add(scripted.Calls(scripted.Call("worker", nil)),
+		scripted.Calls(scripted.Call("slow", nil), scripted.Call("get_issue", map[string]any{"number": 1})))
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	id := w.thread(t)
+	_, err := w.rt.Send(ctx, id, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	all, _ := w.rt.Store().ListMessages(context.Background(), id, toolrun.MessageQuery{MaxDepth: -1})
+	results := map[string]bool{}
+	for _, m := range all.Messages {
+		if m.Role == toolrun.RoleTool {
+			results[m.ToolCallID] = true
+		}
+	}
+	for _, m := range all.Messages {
+		for _, c := range m.ToolCalls {
+			assert.True(t, results[c.ID], "call %s (%s, depth %d) has a result", c.Name, c.ID, m.Depth)
+		}
+	}
+}
