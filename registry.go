@@ -1,7 +1,6 @@
 package toolrun
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -234,9 +233,4 @@ func (r *Registry) Names() []string {
 	r.mu.RUnlock()
 	sort.Strings(out)
 	return out
-}
-
-// warnContext logs at warning level.
-func (r *Registry) warn(ctx context.Context, msg string, args ...any) {
-	r.log.WarnContext(ctx, msg, args...)
 }

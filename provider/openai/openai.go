@@ -271,6 +271,3 @@ func statusCode(s int) string {
 	}
 	return ""
 }
-
-// retryAfter is provhttp.RetryAfter, kept under its old name for the tests.
-func retryAfter(h http.Header, now time.Time) time.Duration { return provhttp.RetryAfter(h, now) }

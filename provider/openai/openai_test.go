@@ -400,18 +400,6 @@ func TestRetryAfterThenSuccess(t *testing.T) {
 	assert.Less(t, second.Sub(first), 3*time.Second)
 }
 
-func TestRetryAfterMillisAndDate(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	h := http.Header{}
-	h.Set("Retry-After", now.Add(30*time.Second).Format(http.TimeFormat))
-	assert.Equal(t, 30*time.Second, retryAfter(h, now))
-	h.Set("Retry-After", "2")
-	assert.Equal(t, 2*time.Second, retryAfter(h, now))
-	h.Set("Retry-After-Ms", "150")
-	assert.Equal(t, 150*time.Millisecond, retryAfter(h, now))
-	assert.Zero(t, retryAfter(http.Header{"Retry-After": {"soon"}}, now))
-}
-
 func TestRetryAfterTooLongIsNotWaited(t *testing.T) {
 	s := newServer(t, reply{status: 429, ctype: "application/json", headers: map[string]string{"Retry-After": "3600"}, body: readTestdata(t, "error_429.json")})
 	start := time.Now()
