@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -190,28 +191,47 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		}
 		return q.MaxDepth < 0 || m.Depth <= q.MaxDepth
 	}
-	var sel []*Message
+	all := q.IncludeSilent && q.MaxDepth < 0
 	filtered := len(t.msgs)
-	if q.IncludeSilent && q.MaxDepth < 0 {
-		sel = t.msgs
-	} else {
-		sel = make([]*Message, 0, len(t.msgs))
+	if !all {
+		filtered = 0
 		for _, m := range t.msgs {
 			if match(m) {
-				sel = append(sel, m)
+				filtered++
 			}
 		}
-		filtered = len(sel)
 	}
 	lo, hi := pageBounds(filtered, q)
+	// Collect the window [lo, hi) of matching rows (oldest-first indexes)
+	// without copying the rest, walking from the end it lies nearer to.
 	out := make([]Message, 0, hi-lo)
-	if q.Order == OrderDesc {
-		for i := hi - 1; i >= lo; i-- {
-			out = append(out, *sel[i].clone())
+	if q.Order == OrderAsc {
+		k := 0
+		for _, m := range t.msgs {
+			if k >= hi {
+				break
+			}
+			if !all && !match(m) {
+				continue
+			}
+			if k >= lo {
+				out = append(out, *m.clone())
+			}
+			k++
 		}
 	} else {
-		for i := lo; i < hi; i++ {
-			out = append(out, *sel[i].clone())
+		k := filtered // index, among matching rows, of the row after m
+		for i := len(t.msgs) - 1; i >= 0 && k > lo; i-- {
+			m := t.msgs[i]
+			if !all && !match(m) {
+				continue
+			}
+			if k--; k < hi {
+				out = append(out, *m.clone()) // newest first
+			}
+		}
+		if q.Order != OrderDesc {
+			slices.Reverse(out)
 		}
 	}
 	return MessagePage{Messages: out, Total: filtered, HasMore: pageHasMore(filtered, q, lo, hi)}, nil
