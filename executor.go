@@ -397,7 +397,7 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 		return Result{Status: StatusError, Error: "Tool not found: " + name}, nil
 	}
 	t := ent.tool
-	raw, patch, res, ok := prepareArgs(t.schema, args, t.typed)
+	in, res, ok := prepareArgs(t, args)
 	if !ok {
 		return res, nil
 	}
@@ -405,39 +405,52 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 		return missingVariablesResult(missing), nil
 	}
 	st := &callState{e: e, b: b, tool: t}
-	return callTool(ctx, t, st, raw, patch)
+	return callTool(ctx, t, st, in)
 }
 
-// prepareArgs parses, validates and defaults the argument text. It returns
-// the JSON handed to the tool and, for typed tools, a patch of defaults to
-// decode on top of it; or an error result and false.
-func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, _ Result, _ bool) {
+// prepareArgs parses, validates and defaults the argument text for t, or
+// returns an error result and false.
+func prepareArgs(t *funcTool, args string) (toolArgs, Result, bool) {
 	text := strings.TrimSpace(args)
 	if text == "" {
 		text = "{}"
 	}
-	raw = []byte(text)
+	if t.direct {
+		// The quickest route: check the text against the schema without
+		// building values; the tool's plan decodes it and adds defaults.
+		if ok, _, supported := t.schema.Check(text); supported && ok {
+			return toolArgs{text: text, direct: true}, Result{}, true
+		}
+	}
+	return prepareArgsGeneral(t.schema, text, t.typed)
+}
+
+// prepareArgsGeneral is prepareArgs for every tool: it returns the JSON
+// handed to the tool and, for typed tools, a patch of defaults to decode on
+// top of it.
+func prepareArgsGeneral(s *schema.Schema, text string, typed bool) (_ toolArgs, _ Result, _ bool) {
+	raw := []byte(text)
 	if s != nil && (typed || json.Valid(raw)) {
 		// Fast path: validate the text directly, without generic values.
 		// Typed tools skip json.Valid: their decoder reports a syntax error
 		// in the same words (see Func's call).
-		if ok, p, supported := s.Scan(raw); supported && ok {
+		if ok, p, supported := s.Scan(text); supported && ok {
 			if p == nil {
-				return raw, nil, Result{}, true
+				return toolArgs{raw: raw}, Result{}, true
 			}
 			if typed {
 				if patch, err := json.Marshal(p); err == nil {
-					return raw, patch, Result{}, true
+					return toolArgs{raw: raw, patch: patch}, Result{}, true
 				}
 			}
 		}
 	}
 	v, err := schema.Decode(raw)
 	if err != nil {
-		return nil, nil, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false
+		return toolArgs{}, Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, false
 	}
 	if s == nil {
-		return raw, nil, Result{}, true
+		return toolArgs{raw: raw}, Result{}, true
 	}
 	if issues := s.Validate(v); len(issues) > 0 {
 		var sb strings.Builder
@@ -448,37 +461,37 @@ func prepareArgs(s *schema.Schema, args string, typed bool) (raw, patch []byte, 
 			}
 			sb.WriteString(is.String())
 		}
-		return nil, nil, Result{Status: StatusError, Error: sb.String(), ErrorCode: "invalid_arguments"}, false
+		return toolArgs{}, Result{Status: StatusError, Error: sb.String(), ErrorCode: "invalid_arguments"}, false
 	}
 	if !s.HasDefaults() {
-		return raw, nil, Result{}, true
+		return toolArgs{raw: raw}, Result{}, true
 	}
 	p, full := s.DefaultsPatch(v)
 	if p == nil && !full {
-		return raw, nil, Result{}, true
+		return toolArgs{raw: raw}, Result{}, true
 	}
 	if typed && !full {
-		if patch, err = json.Marshal(p); err == nil {
-			return raw, patch, Result{}, true
+		if patch, err := json.Marshal(p); err == nil {
+			return toolArgs{raw: raw, patch: patch}, Result{}, true
 		}
 	}
 	s.ApplyDefaults(v)
 	if raw, err = json.Marshal(v); err != nil {
-		return nil, nil, Result{Status: StatusError, Error: "Tool arguments could not be re-encoded after applying defaults: " + err.Error()}, false
+		return toolArgs{}, Result{Status: StatusError, Error: "Tool arguments could not be re-encoded after applying defaults: " + err.Error()}, false
 	}
-	return raw, nil, Result{}, true
+	return toolArgs{raw: raw}, Result{}, true
 }
 
 // callTool calls the tool's Execute with panics recovered and normalises
 // what it returned.
-func callTool(ctx context.Context, t *funcTool, st ThreadState, raw, patch []byte) (res Result, abort error) {
+func callTool(ctx context.Context, t *funcTool, st ThreadState, in toolArgs) (res Result, abort error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res = Result{Status: StatusError, Error: fmt.Sprintf("tool panicked: %v", p), Stack: string(debug.Stack())}
 			abort = nil
 		}
 	}()
-	r, err := t.call(ctx, st, raw, patch)
+	r, err := t.call(ctx, st, in)
 	if err != nil {
 		r = Result{Status: StatusError, Error: err.Error(), Attachments: r.Attachments, Refs: r.Refs}
 		var coded interface{ Code() string }

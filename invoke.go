@@ -48,7 +48,7 @@ func Invoke(ctx context.Context, tool Tool, st ThreadState, args string) (Result
 	if err != nil {
 		return Result{}, err
 	}
-	raw, patch, res, ok := prepareArgs(ft.schema, args, ft.typed)
+	in, res, ok := prepareArgs(ft, args)
 	if !ok {
 		return res, nil
 	}
@@ -64,7 +64,7 @@ func Invoke(ctx context.Context, tool Tool, st ThreadState, args string) (Result
 	if len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	res, _ = callTool(ctx, ft, st, raw, patch)
+	res, _ = callTool(ctx, ft, st, in)
 	return res, nil
 }
 

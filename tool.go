@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/toolrun/toolrun/internal/argdecode"
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
@@ -158,22 +159,39 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 	}
 	exec := f.Execute
 	typeName := reflect.TypeFor[A]().String()
+	plan := argdecode.Compile(reflect.TypeFor[A](), doc)
 	return &funcTool{
 		name: f.Name, description: f.Description, schema: s,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
 		typed:       true,
-		call: func(ctx context.Context, st ThreadState, raw, patch []byte) (Result, error) {
+		direct:      plan != nil,
+		call: func(ctx context.Context, st ThreadState, in toolArgs) (Result, error) {
 			var a A
-			if err := json.Unmarshal(raw, &a); err != nil {
+			if in.direct {
+				if plan.Decode(in.text, reflect.ValueOf(&a).Elem()) {
+					return exec(ctx, st, a)
+				}
+				// Text the plan leaves to encoding/json (a syntax error the
+				// schema check let through, a number too big for its field,
+				// a duplicate key …): the general route, with its errors.
+				var zero A
+				a = zero
+				var res Result
+				var ok bool
+				if in, res, ok = prepareArgsGeneral(s, in.text, true); !ok {
+					return res, nil
+				}
+			}
+			if err := json.Unmarshal(in.raw, &a); err != nil {
 				var syn *json.SyntaxError
 				if errors.As(err, &syn) {
 					return Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, nil
 				}
 				return Errorf("Tool arguments do not decode into %s: %v", typeName, err), nil
 			}
-			if patch != nil {
-				if err := json.Unmarshal(patch, &a); err != nil {
+			if in.patch != nil {
+				if err := json.Unmarshal(in.patch, &a); err != nil {
 					return Errorf("Tool argument defaults do not decode into %s: %v", typeName, err), nil
 				}
 			}
@@ -220,8 +238,8 @@ func (f *RawFunc) compileTool() (*funcTool, error) {
 		name: f.Name, description: f.Description, schema: s,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		call: func(ctx context.Context, st ThreadState, raw, _ []byte) (Result, error) {
-			return exec(ctx, st, json.RawMessage(raw))
+		call: func(ctx context.Context, st ThreadState, in toolArgs) (Result, error) {
+			return exec(ctx, st, json.RawMessage(in.raw))
 		},
 	}, nil
 }
@@ -239,7 +257,18 @@ type funcTool struct {
 	// typed tools decode raw and then a defaults patch on top; untyped ones
 	// receive the arguments with defaults merged in.
 	typed bool
-	call  func(ctx context.Context, s ThreadState, raw, patch []byte) (Result, error)
+	// direct typed tools decode checked text with an argdecode plan, which
+	// applies the defaults itself.
+	direct bool
+	call   func(ctx context.Context, s ThreadState, in toolArgs) (Result, error)
+}
+
+// toolArgs is a call's argument text made ready for the tool.
+type toolArgs struct {
+	raw    []byte // the JSON Execute receives (typed tools decode it)
+	patch  []byte // typed tools: defaults to decode on top of raw
+	text   string // direct: the checked text, decoded by the tool's plan
+	direct bool   // text passed the schema check, defaults not yet applied
 }
 
 // ToolInfo describes a registered tool: what a runtime sends to a model and

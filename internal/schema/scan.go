@@ -16,12 +16,27 @@ import (
 // validator's verdict. The scanner checks JSON syntax only loosely: a
 // caller that skips json.Valid must treat a later syntax error of a full
 // decoder as "not valid JSON". Scan never panics.
-func (s *Schema) Scan(data []byte) (ok bool, patch map[string]any, supported bool) {
+func (s *Schema) Scan(data string) (ok bool, patch map[string]any, supported bool) {
+	return s.scan(data, false)
+}
+
+// Check is Scan for a caller that applies the defaults itself along object
+// properties (see package argdecode): it builds no patch. missing reports
+// whether some object lacked a property that has a default.
+func (s *Schema) Check(data string) (ok, missing, supported bool) {
+	ok, patch, supported := s.scan(data, true)
+	return ok, patch != nil, supported
+}
+
+// missingDefaults stands for a patch in Check's mode; it is never written.
+var missingDefaults = map[string]any{}
+
+func (s *Schema) scan(data string, noPatch bool) (bool, map[string]any, bool) {
 	if s.fast == nil {
 		return false, nil, false
 	}
-	sc := scanner{b: data}
-	ok, patch = sc.value(s.fast, 0)
+	sc := scanner{b: data, noPatch: noPatch}
+	ok, patch := sc.value(s.fast, 0)
 	if sc.peek() != 0 {
 		sc.unsupported = true // trailing data
 	}
@@ -32,9 +47,10 @@ func (s *Schema) Scan(data []byte) (ok bool, patch map[string]any, supported boo
 }
 
 type scanner struct {
-	b           []byte
+	b           string
 	i           int
 	unsupported bool
+	noPatch     bool // Check: report missing defaults with missingDefaults
 }
 
 func (s *scanner) ws() {
@@ -97,7 +113,7 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 			s.unsupported = true // not a JSON value: the full path reports it
 			return false, nil
 		}
-		f, err := strconv.ParseFloat(string(s.b[start:s.i]), 64)
+		f, err := strconv.ParseFloat(s.b[start:s.i], 64)
 		if err != nil {
 			s.unsupported = true // out of range: let the full path decide
 			return false, nil
@@ -108,7 +124,7 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 
 // literal consumes the exact bytes of lit.
 func (s *scanner) literal(lit string) bool {
-	if s.i+len(lit) > len(s.b) || string(s.b[s.i:s.i+len(lit)]) != lit {
+	if s.i+len(lit) > len(s.b) || s.b[s.i:s.i+len(lit)] != lit {
 		s.unsupported = true
 		return false
 	}
@@ -137,10 +153,10 @@ func (s *scanner) peek() byte {
 }
 
 // str scans a string and returns its raw contents and whether it has escapes.
-func (s *scanner) str() ([]byte, bool) {
+func (s *scanner) str() (string, bool) {
 	if s.i >= len(s.b) || s.b[s.i] != '"' {
 		s.unsupported = true
-		return nil, false
+		return "", false
 	}
 	s.i++ // opening quote
 	start := s.i
@@ -158,12 +174,12 @@ func (s *scanner) str() ([]byte, bool) {
 		}
 		if s.b[s.i] < 0x20 {
 			s.unsupported = true // a control character: not valid JSON
-			return nil, escaped
+			return "", escaped
 		}
 		s.i++
 	}
 	s.unsupported = true
-	return nil, escaped
+	return "", escaped
 }
 
 func (s *scanner) checkScalar(n *fastNode, bit uint8, v any) bool {
@@ -194,7 +210,7 @@ func (s *scanner) checkNumber(n *fastNode, f float64) bool {
 		n.xmin != nil && f <= *n.xmin || n.xmax != nil && f >= *n.xmax)
 }
 
-func (s *scanner) checkString(n *fastNode, raw []byte, escaped bool) bool {
+func (s *scanner) checkString(n *fastNode, raw string, escaped bool) bool {
 	if n == nil {
 		return true
 	}
@@ -205,14 +221,14 @@ func (s *scanner) checkString(n *fastNode, raw []byte, escaped bool) bool {
 	if !needsValue {
 		return true
 	}
-	if escaped || !utf8.Valid(raw) {
+	if escaped || !utf8.ValidString(raw) {
 		s.unsupported = true
 		return false
 	}
 	if n.enum != nil {
 		found := false
 		for _, e := range n.enum {
-			if es, ok := e.(string); ok && es == string(raw) {
+			if es, ok := e.(string); ok && es == raw {
 				found = true
 				break
 			}
@@ -222,17 +238,17 @@ func (s *scanner) checkString(n *fastNode, raw []byte, escaped bool) bool {
 		}
 	}
 	if n.hasConst {
-		if cs, ok := n.constVal.(string); !ok || cs != string(raw) {
+		if cs, ok := n.constVal.(string); !ok || cs != raw {
 			return false
 		}
 	}
 	if n.minLen > 0 || n.maxLen >= 0 {
-		l := utf8.RuneCount(raw)
+		l := utf8.RuneCountInString(raw)
 		if l < n.minLen || n.maxLen >= 0 && l > n.maxLen {
 			return false
 		}
 	}
-	return n.pattern == nil || n.pattern.Match(raw)
+	return n.pattern == nil || n.pattern.MatchString(raw)
 }
 
 func inEnum(enum []any, v any) bool {
@@ -275,7 +291,7 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 			var child *fastNode
 			known := false
 			if n != nil {
-				child, known = n.props[string(key)]
+				child, known = n.props[key]
 				if !known {
 					if n.closed {
 						ok = false
@@ -283,12 +299,12 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 					child = n.extra
 				}
 				for j, r := range n.required {
-					if r == string(key) {
+					if r == key {
 						required |= 1 << j
 					}
 				}
 				for j, d := range n.defaults {
-					if d == string(key) {
+					if d == key {
 						present |= 1 << j
 					}
 				}
@@ -301,10 +317,14 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 				ok = false
 			}
 			if sub != nil && known {
-				if patch == nil {
-					patch = map[string]any{}
+				if s.noPatch {
+					patch = missingDefaults
+				} else {
+					if patch == nil {
+						patch = map[string]any{}
+					}
+					patch[key] = sub
 				}
-				patch[string(key)] = sub
 			}
 			switch s.peek() {
 			case ',':
@@ -327,6 +347,9 @@ func (s *scanner) object(n *fastNode, depth int) (bool, map[string]any) {
 	}
 	for j, d := range n.defaults {
 		if present&(1<<j) == 0 {
+			if s.noPatch {
+				return ok, missingDefaults
+			}
 			if patch == nil {
 				patch = map[string]any{}
 			}

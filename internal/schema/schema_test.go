@@ -150,7 +150,10 @@ func checkScan(t *testing.T, s *Schema, in string) {
 	if !json.Valid([]byte(in)) {
 		return
 	}
-	ok, patch, supported := s.Scan([]byte(in))
+	ok, patch, supported := s.Scan(in)
+	if cok, missing, csup := s.Check(in); cok != ok || csup != supported || missing != (patch != nil) {
+		t.Fatalf("input %s: Check says ok=%v missing=%v supported=%v, Scan ok=%v patch=%v supported=%v", in, cok, missing, csup, ok, patch, supported)
+	}
 	if !supported {
 		return
 	}
@@ -198,7 +201,7 @@ func TestScanAgreesWithTheFullPath(t *testing.T) {
 		s := compileTest(t, d)
 		for _, in := range scanInputs {
 			checkScan(t, s, in)
-			if _, _, sup := s.Scan([]byte(in)); sup && json.Valid([]byte(in)) {
+			if _, _, sup := s.Scan(in); sup && json.Valid([]byte(in)) {
 				answered++
 			}
 		}
@@ -234,7 +237,7 @@ func FuzzScanNeverPanics(f *testing.F) {
 	f.Add(`{"q":tru}`)
 	s := compileTest(f, scanSchemas[0])
 	f.Fuzz(func(t *testing.T, in string) {
-		ok, _, supported := s.Scan([]byte(in))
+		ok, _, supported := s.Scan(in)
 		if supported && ok && !json.Valid([]byte(in)) {
 			// Allowed (the decoder reports the syntax error), but the
 			// verdict must then come from a full decode failing.
