@@ -298,7 +298,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	// A finished call's result is stored even when ctx was cancelled while
 	// it ran: the work happened, and losing its record would let a resumed
 	// run execute it twice.
-	if err := e.store.AppendMessages(context.WithoutCancel(ctx), b.threadID, msg); err != nil {
+	if err := e.store.AppendMessages(uncancelled(ctx), b.threadID, msg); err != nil {
 		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 	}
 	out.Result, out.Message = res, msg
@@ -306,6 +306,15 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
 	return out, nil
+}
+
+// uncancelled returns ctx without its cancellation, for writes that must
+// happen once the work they record is done.
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx // nothing to remove
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // requeue puts back on the queue the calls a stored result says its call

@@ -138,18 +138,26 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 		return ErrNotFound
 	}
 	// Check everything before changing anything: all or nothing.
-	var batch map[string]bool
-	for _, m := range msgs {
+	var seen map[string]bool // within msgs, for long batches
+	if len(msgs) > 16 {
+		seen = map[string]bool{}
+	}
+	for i, m := range msgs {
 		if m.Role != RoleTool || m.ToolCallID == "" {
 			continue
 		}
-		if _, dup := t.results[m.ToolCallID]; dup || batch[m.ToolCallID] {
+		_, dup := t.results[m.ToolCallID]
+		if seen != nil {
+			dup = dup || seen[m.ToolCallID]
+			seen[m.ToolCallID] = true
+		} else {
+			for _, o := range msgs[:i] {
+				dup = dup || o.Role == RoleTool && o.ToolCallID == m.ToolCallID
+			}
+		}
+		if dup {
 			return fmt.Errorf("%w (thread %s, tool call %s)", ErrDuplicateToolResult, threadID, m.ToolCallID)
 		}
-		if batch == nil {
-			batch = map[string]bool{}
-		}
-		batch[m.ToolCallID] = true
 	}
 	now := time.Now().UTC()
 	for _, m := range msgs {

@@ -262,7 +262,7 @@ func (d *decoder) next(closing byte) (more, ok bool) {
 	return false, false
 }
 
-// array decodes a JSON array into the slice v.
+// array decodes a JSON array into the slice v, which is nil.
 func (d *decoder) array(n *node, v reflect.Value) bool {
 	if d.s[d.i] != '[' || !d.enter() {
 		return false
@@ -272,18 +272,16 @@ func (d *decoder) array(n *node, v reflect.Value) bool {
 	if d.i < len(d.s) && d.s[d.i] == ']' {
 		d.i++
 		d.depth--
-		v.Set(reflect.MakeSlice(n.typ, 0, 0))
+		v.Set(n.empty) // encoding/json gives [] as an empty, non-nil slice
 		return true
 	}
-	s := reflect.MakeSlice(n.typ, 0, 4)
+	v.Grow(4)
 	for i := 0; ; i++ {
-		if i == s.Cap() {
-			grown := reflect.MakeSlice(n.typ, i, 2*i)
-			reflect.Copy(grown, s)
-			s = grown
+		if i == v.Cap() {
+			v.Grow(1)
 		}
-		s = s.Slice(0, i+1)
-		if !d.value(n.elem, s.Index(i)) {
+		v.SetLen(i + 1)
+		if !d.value(n.elem, v.Index(i)) {
 			return false
 		}
 		more, ok := d.next(']')
@@ -295,7 +293,6 @@ func (d *decoder) array(n *node, v reflect.Value) bool {
 		}
 	}
 	d.depth--
-	v.Set(s)
 	return true
 }
 

@@ -48,10 +48,11 @@ const (
 type node struct {
 	kind   kind
 	typ    reflect.Type
-	bits   int     // float size
-	elem   *node   // slice element, map value, pointer target
-	fields []field // struct fields, in declaration order
-	named  bool    // map key type is a named string type (keys need Convert)
+	bits   int           // float size
+	elem   *node         // slice element, map value, pointer target
+	fields []field       // struct fields, in declaration order
+	named  bool          // map key type is a named string type (keys need Convert)
+	empty  reflect.Value // an empty, non-nil slice of the slice type
 }
 
 type field struct {
@@ -127,7 +128,7 @@ func (c *compiler) node(t reflect.Type, doc any, withDefaults bool) *node {
 		if t.Elem().Kind() == reflect.Uint8 || hasDefaultBelow(doc) {
 			return nil // []byte is base64 text
 		}
-		n.kind = kSlice
+		n.kind, n.empty = kSlice, reflect.MakeSlice(t, 0, 0)
 		if n.elem = c.node(t.Elem(), sub(doc, "items"), false); n.elem == nil {
 			return nil
 		}
