@@ -85,6 +85,10 @@ type SubagentRelationship struct {
 	Description  string
 	// Hidden relationships are not offered to subagent_create's enum.
 	Hidden bool
+	// Optional names an env flag: the relationship exists for a turn only
+	// when that env value resolves to "true", "1" or "yes" (any case);
+	// otherwise it is neither offered nor creatable (reference A9, H1).
+	Optional string
 	// ScopedEnv names parent env values copied into each child, including
 	// scoped ones.
 	ScopedEnv []string

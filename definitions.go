@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,9 @@ func (r *Registry) prepare(e *entry) error {
 		for i, t := range d.Tools {
 			if t == nil || t.promptToolName() == "" {
 				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("tools entry %d has no name", i)}
+			}
+			if _, flags := unwrapEntry(t); slices.Contains(flags, "") {
+				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("tools entry %d (%s): Optional needs an env flag name", i, t.promptToolName())}
 			}
 		}
 		s, err := compileRequiredSchema(e.name, d.RequiredSchema)

@@ -32,7 +32,7 @@ func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry,
 			return res, true, err
 		}
 	}
-	if rel := ts.relationship(name, true); rel != nil {
+	if rel := ts.relationship(b, name, true); rel != nil {
 		return Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not directly callable. Use subagent_create with agent=%q to start it, or subagent_message to message an existing instance.", name, name)}, true, nil
 	}
 	if e != nil {
@@ -67,10 +67,10 @@ func (ts *turnState) rootTurn() *turnState {
 
 // relationship finds a relationship by name on the acting side, and on the
 // sibling side when sibling is set.
-func (ts *turnState) relationship(name string, sibling bool) *SubagentRelationship {
+func (ts *turnState) relationship(b *batch, name string, sibling bool) *SubagentRelationship {
 	root := ts.rootTurn()
 	for i := range root.side.Subagents {
-		if r := &root.side.Subagents[i]; r.name() == name {
+		if r := &root.side.Subagents[i]; r.name() == name && ts.rt.ex.flagOn(b, r.Optional) {
 			return r
 		}
 	}
@@ -80,7 +80,7 @@ func (ts *turnState) relationship(name string, sibling bool) *SubagentRelationsh
 			other = &root.agent.SideA
 		}
 		for i := range other.Subagents {
-			if r := &other.Subagents[i]; r.name() == name {
+			if r := &other.Subagents[i]; r.name() == name && ts.rt.ex.flagOn(b, r.Optional) {
 				return r
 			}
 		}
@@ -145,7 +145,14 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 	}
 	sub := &turnState{rt: rt, th: ts.th, agent: ts.agent, side: &Side{Prompt: p.Name}, sideKey: ts.sideKey,
 		prompt: p, model: model, total: ts.total, parent: ts}
-	if err := rt.offerTools(ctx, sub); err != nil {
+	parentID := b.msgID
+	cb, err := rt.ex.newBatch(ctx, ts.th.ID, false)
+	if err != nil {
+		return promptOutcome{Result: Errorf("%v", err)}
+	}
+	rt.bindBatch(cb, sub, &Execution{Side: ts.sideKey})
+	cb.depth, cb.parentID = b.depth+1, parentID
+	if err := rt.offerTools(ctx, sub, cb); err != nil {
 		return promptOutcome{Result: Errorf("%v", err)}
 	}
 	req := &Request{Model: model.ID, System: interpolate(p.Text, argMap), ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls}
@@ -165,13 +172,6 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 		req.Messages = append(req.Messages, *init)
 	}
 
-	parentID := b.msgID
-	cb, err := rt.ex.newBatch(ctx, ts.th.ID, false)
-	if err != nil {
-		return promptOutcome{Result: Errorf("%v", err)}
-	}
-	rt.bindBatch(cb, sub, &Execution{Side: ts.sideKey})
-	cb.depth, cb.parentID = b.depth+1, parentID
 	ts.total.Add(1)
 	out, calls, err := rt.stream(ctx, sub, cb, req)
 	if err != nil {

@@ -7,8 +7,21 @@ import (
 )
 
 // offerTools works out the tools a turn offers its model (reference I1–I3,
-// G8, G10, H1) and records them for the allowed-tools gate.
-func (rt *Runtime) offerTools(ctx context.Context, ts *turnState) error {
+// G8, G10, H1) and records them on b, the batch that runs the response's
+// calls, for the allowed-tools gate. Optional entries are resolved through
+// b's env chain.
+func (rt *Runtime) offerTools(ctx context.Context, ts *turnState, b *batch) error {
+	if err := rt.offerEntries(ctx, ts, b); err != nil {
+		return err
+	}
+	b.offered = make(map[string]bool, len(ts.offered))
+	for name := range ts.offered {
+		b.offered[name] = true
+	}
+	return nil
+}
+
+func (rt *Runtime) offerEntries(ctx context.Context, ts *turnState, b *batch) error {
 	ts.offered = map[string]offer{}
 	ts.specs = nil
 	if ts.model.Capabilities.NoToolCalls {
@@ -26,7 +39,11 @@ func (rt *Runtime) offerTools(ctx context.Context, ts *turnState) error {
 		}
 		return ToolSpec{}, false
 	}
-	for _, entry := range ts.prompt.Tools {
+	for _, wrapped := range ts.prompt.Tools {
+		entry, flags := unwrapEntry(wrapped)
+		if !rt.flagsOn(b, flags) {
+			continue
+		}
 		name := entry.promptToolName()
 		cfg, _ := entry.(*SubpromptConfig)
 		if pname, ok := strings.CutPrefix(name, ProviderPrefix); ok {
@@ -73,7 +90,17 @@ func (rt *Runtime) offerTools(ctx context.Context, ts *turnState) error {
 			}
 		}
 	}
-	return rt.offerLifecycle(ctx, ts)
+	return rt.offerLifecycle(ctx, ts, b)
+}
+
+// flagsOn reports whether every env flag is on for the batch.
+func (rt *Runtime) flagsOn(b *batch, flags []string) bool {
+	for _, f := range flags {
+		if !rt.ex.flagOn(b, f) {
+			return false
+		}
+	}
+	return true
 }
 
 func (ts *turnState) add(name string, o offer, spec ToolSpec) {

@@ -34,7 +34,7 @@ type Prompt struct {
 	// Tools the prompt offers the model: Use("name") for a function tool,
 	// prompt or agent (local or qualified), Use("provider:web_search") for a
 	// provider-executed tool, or a SubpromptConfig for a prompt tool with
-	// result shaping.
+	// result shaping; any of them wrapped in Optional to depend on an env flag.
 	Tools []PromptTool
 	// RequiredSchema is the argument schema when the prompt runs as a tool
 	// (and of a handoff or subagent whose side A runs it): a JSON Schema
@@ -64,7 +64,8 @@ type Prompt struct {
 
 func (p *Prompt) definitionName() string { return p.Name }
 
-// PromptTool is an entry of Prompt.Tools: Use(name) or a *SubpromptConfig.
+// PromptTool is an entry of Prompt.Tools: Use(name), a *SubpromptConfig, or
+// either wrapped by Optional.
 type PromptTool interface {
 	promptToolName() string
 }
@@ -76,6 +77,62 @@ func Use(name string) PromptTool { return toolName(name) }
 type toolName string
 
 func (t toolName) promptToolName() string { return string(t) }
+
+// Optional makes a Tools entry depend on an env flag: the entry is offered
+// only when the env value named flag resolves, through the turn's env chain,
+// to "true", "1" or "yes" (any case). It wraps Use(name) or a
+// *SubpromptConfig (reference A5).
+//
+//	Tools: []toolrun.PromptTool{
+//		toolrun.Use("search_issues"),
+//		toolrun.Optional("ENABLE_WEB", toolrun.Use("provider:web_search")),
+//	}
+func Optional(flag string, entry PromptTool) PromptTool {
+	return &optionalEntry{flag: flag, entry: entry}
+}
+
+type optionalEntry struct {
+	flag  string
+	entry PromptTool
+}
+
+func (o *optionalEntry) promptToolName() string {
+	if o.entry == nil {
+		return ""
+	}
+	return o.entry.promptToolName()
+}
+
+// unwrapEntry returns the entry inside any Optional wrappers and the env
+// flags it depends on.
+func unwrapEntry(t PromptTool) (PromptTool, []string) {
+	var flags []string
+	for {
+		o, ok := t.(*optionalEntry)
+		if !ok {
+			return t, flags
+		}
+		flags = append(flags, o.flag)
+		t = o.entry
+	}
+}
+
+// flagOn reports whether the env flag resolves to a true value (true, 1,
+// yes in any case) for the batch; "" is always on.
+func (e *Executor) flagOn(b *batch, flag string) bool {
+	if flag == "" {
+		return true
+	}
+	v, _, ok := e.resolveEnv(b, flag)
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true", "1", "yes":
+		return true
+	}
+	return false
+}
 
 // SubpromptConfig names a prompt tool and shapes what its call returns
 // (spec section 4). The Include fields default to true; set them through

@@ -479,18 +479,18 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		// The offered tools are worked out for every request: the lifecycle
 		// tools depend on the child registry, which the last batch may have changed.
-		if err := rt.offerTools(ctx, ts); err != nil {
+		b, err := rt.ex.newBatch(ctx, th.ID, false)
+		if err != nil {
+			return turnResult{}, err
+		}
+		rt.bindBatch(b, ts, exec)
+		if err := rt.offerTools(ctx, ts, b); err != nil {
 			return turnResult{}, err
 		}
 		req, err := rt.buildRequest(ctx, ts, turnStart)
 		if err != nil {
 			return turnResult{}, err
 		}
-		b, err := rt.ex.newBatch(ctx, th.ID, false)
-		if err != nil {
-			return turnResult{}, err
-		}
-		rt.bindBatch(b, ts, exec)
 		total.Add(1)
 		text, calls, err := rt.stream(ctx, ts, b, req)
 		if err != nil {
@@ -716,10 +716,6 @@ func (rt *Runtime) bindBatch(b *batch, ts *turnState, exec *Execution) {
 	b.prompt = ts.prompt.Name
 	b.side = ts.sideKey
 	b.turn = ts
-	b.offered = make(map[string]bool, len(ts.offered))
-	for name := range ts.offered {
-		b.offered[name] = true
-	}
 	b.thread.AgentID = ts.th.AgentID
 }
 

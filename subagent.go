@@ -21,11 +21,16 @@ const (
 )
 
 // offerLifecycle adds the subagent lifecycle tools a side may use (reference H1).
-func (rt *Runtime) offerLifecycle(ctx context.Context, ts *turnState) error {
+func (rt *Runtime) offerLifecycle(ctx context.Context, ts *turnState, b *batch) error {
 	if ts.parent != nil {
 		return nil // sub-prompts get no lifecycle tools
 	}
-	rels := ts.side.Subagents
+	var rels []SubagentRelationship
+	for _, r := range ts.side.Subagents {
+		if rt.ex.flagOn(b, r.Optional) {
+			rels = append(rels, r)
+		}
+	}
 	children, err := rt.store.Children(ctx, ts.th.ID)
 	if err != nil {
 		return &StoreError{Op: "list children", Err: err}
@@ -185,11 +190,13 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		return Errorf("subagent_create requires name.")
 	}
 	root := ts.rootTurn()
-	rel := root.relationship(relName, false)
+	rel := root.relationship(b, relName, false)
 	if rel == nil {
 		names := make([]string, 0, len(root.side.Subagents))
 		for _, r := range root.side.Subagents {
-			names = append(names, r.name())
+			if rt.ex.flagOn(b, r.Optional) {
+				names = append(names, r.name())
+			}
 		}
 		list := "(none)"
 		if len(names) > 0 {
