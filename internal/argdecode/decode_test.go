@@ -44,6 +44,7 @@ type scalars struct {
 	M     map[string]int   `json:"m,omitempty"`
 	MF    map[format]*item `json:"mf,omitempty"`
 	When  time.Time        `json:"when,omitempty"`
+	PWhen *time.Time       `json:"pwhen,omitempty"`
 	Raw   json.RawMessage  `json:"raw,omitempty"`
 	Nums  [][]float64      `json:"nums,omitempty"`
 	NoTag string
@@ -216,6 +217,9 @@ var scalarInputs = []string{
 	`{"NoTag":"x","when":"2026-11-30T07:00:00Z"}`,
 	`{"NoTag":"x","when":"yesterday"}`,
 	`{"NoTag":"x","when":null}`,
+	`{"NoTag":"x","pwhen":"2026-11-30T07:00:00+01:00"}`,
+	`{"NoTag":"x","pwhen":null}`,
+	`{"NoTag":"x","pwhen":"never"}`,
 	`{"NoTag":"x","raw":{"any":["thing",1]}}`,
 	`{"NoTag":"x","nums":[[1,2.5],[],[-0]]}`,
 	`{"NoTag":"x","Skip":"no"}`,

@@ -100,9 +100,19 @@ func (c *compiler) node(t reflect.Type, doc any, withDefaults bool) *node {
 	if t == reflect.TypeFor[json.Number]() {
 		return nil // a string must hold a valid number: the general route checks it
 	}
+	if t.Kind() == reflect.Pointer {
+		// encoding/json sets a pointer to nil for null and otherwise
+		// allocates its target and decodes into that (by the target's own
+		// method, if it has one): so does the plan.
+		n.kind = kPtr
+		if n.elem = c.node(t.Elem(), doc, withDefaults); n.elem == nil {
+			return nil
+		}
+		return n
+	}
 	if t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) ||
 		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
-		if t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface || hasDefaultBelow(doc) {
+		if t.Kind() == reflect.Interface || hasDefaultBelow(doc) {
 			return nil
 		}
 		n.kind = kDelegate
@@ -139,11 +149,6 @@ func (c *compiler) node(t reflect.Type, doc any, withDefaults bool) *node {
 		}
 		n.kind, n.named = kMap, k != reflect.TypeFor[string]()
 		if n.elem = c.node(t.Elem(), sub(doc, "additionalProperties"), false); n.elem == nil {
-			return nil
-		}
-	case reflect.Pointer:
-		n.kind = kPtr
-		if n.elem = c.node(t.Elem(), doc, withDefaults); n.elem == nil {
 			return nil
 		}
 	case reflect.Struct:
