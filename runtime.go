@@ -57,7 +57,7 @@ type Runtime struct {
 	log      *slog.Logger
 	maxTotal int
 	turns    *keyedMutex
-	bg       *sync.WaitGroup
+	bg       *workCounter
 	locker   ThreadLocker // nil: one process owns the store
 	owner    string
 	base     *Runtime // the runtime a per-turn view was made from
@@ -80,7 +80,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	}
 	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner, TracerProvider: opts.TracerProvider})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
-		turns: ex.locks, bg: &sync.WaitGroup{}, owner: opts.Owner}
+		turns: ex.locks, bg: newWorkCounter(), owner: opts.Owner}
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
 	}
@@ -104,8 +104,46 @@ func (rt *Runtime) Subscribe(threadID string, fn func(Event)) (unsubscribe func(
 }
 
 // Wait blocks until the background work the runtime started (non-blocking
-// subagents and the parent turns their completions start) has finished.
-func (rt *Runtime) Wait() { rt.bg.Wait() }
+// subagents and the parent turns their completions start) has finished,
+// including work started while it waits. It may be called at any time, from
+// any number of goroutines, concurrently with Send.
+func (rt *Runtime) Wait() { rt.bg.wait() }
+
+// workCounter counts running background work. Unlike a sync.WaitGroup,
+// work may start while someone waits: wait returns once the count is zero.
+type workCounter struct {
+	mu   sync.Mutex
+	zero *sync.Cond
+	n    int
+}
+
+func newWorkCounter() *workCounter {
+	w := &workCounter{}
+	w.zero = sync.NewCond(&w.mu)
+	return w
+}
+
+func (w *workCounter) start() {
+	w.mu.Lock()
+	w.n++
+	w.mu.Unlock()
+}
+
+func (w *workCounter) done() {
+	w.mu.Lock()
+	if w.n--; w.n == 0 {
+		w.zero.Broadcast()
+	}
+	w.mu.Unlock()
+}
+
+func (w *workCounter) wait() {
+	w.mu.Lock()
+	for w.n > 0 {
+		w.zero.Wait()
+	}
+	w.mu.Unlock()
+}
 
 // ThreadOptions configures a new thread. The zero value is valid.
 type ThreadOptions struct {

@@ -498,9 +498,9 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 	bctx := context.WithoutCancel(ctx)
 	rt = rt.base // the child and the parent's next turn acquire their own threads
-	rt.bg.Add(1)
+	rt.bg.start()
 	go func() {
-		defer rt.bg.Done()
+		defer rt.bg.done()
 		defer func() {
 			if p := recover(); p != nil {
 				rt.log.ErrorContext(bctx, "toolrun: subagent crashed", "child", entry.Reference, "panic", fmt.Sprint(p))

@@ -2,7 +2,9 @@ package toolrun_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -346,4 +348,67 @@ func TestSessionStatusIsForwardedToTheParentRegistryAndAgentEnvDefaults(t *testi
 	assert.Contains(t, contents(childMsgs.Messages), "halfway there", "messageProperty replaced the status tool's content")
 	entry, _ := rt.Store().Child(context.Background(), th.ID, ref)
 	assert.Equal(t, toolrun.ChildIdle, entry.Status)
+}
+
+// Wait may run while Sends start background subagents: it returns only
+// when the work started before it returned has finished, and -race sees no
+// misuse.
+func TestWaitDuringConcurrentSends(t *testing.T) {
+	const n = 4
+	child := scripted.New()
+	for range n * 2 {
+		child.Add(scripted.Text("Dug up facts."))
+	}
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(
+		&toolrun.Model{Name: "child_model", Provider: child},
+		&toolrun.Prompt{Name: "research_prompt", Model: "child_model"},
+		&toolrun.Agent{Name: "researcher", ExposeAsTool: true, SideA: toolrun.Side{Prompt: "research_prompt"}, SideB: toolrun.Side{Human: true}},
+	))
+	leads := make([]*scripted.Provider, n)
+	for i := range leads {
+		leads[i] = scripted.New(
+			scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "dig", "attachments": []any{}, "name": "r"})),
+			scripted.Text("Started."),
+			scripted.Text("Got it."))
+		model, prompt, agent := fmt.Sprintf("lead_model_%d", i), fmt.Sprintf("lead_prompt_%d", i), fmt.Sprintf("lead_%d", i)
+		require.NoError(t, reg.Register(
+			&toolrun.Model{Name: model, Provider: leads[i]},
+			&toolrun.Prompt{Name: prompt, Model: model},
+			&toolrun.Agent{Name: agent, SideA: toolrun.Side{Prompt: prompt, Subagents: []toolrun.SubagentRelationship{{Agent: "researcher"}}}, SideB: toolrun.Side{Human: true}},
+		))
+	}
+	rt := toolrun.NewRuntime(reg, nil)
+	stop := make(chan struct{})
+	waiter := make(chan struct{})
+	go func() { // keeps waiting while the Sends below start work
+		defer close(waiter)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				rt.Wait()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			th, err := rt.NewThread(context.Background(), fmt.Sprintf("lead_%d", i), nil)
+			if assert.NoError(t, err) {
+				_, err = rt.Send(context.Background(), th.ID, "start")
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	rt.Wait()
+	close(stop)
+	<-waiter
+	for i, p := range leads {
+		assert.Len(t, p.Requests(), 3, "lead %d: its completion turn ran before Wait returned", i)
+	}
 }
