@@ -49,6 +49,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -603,8 +604,15 @@ func columnless(m *toolrun.Message) *toolrun.Message {
 }
 
 // encodeExtra returns the JSON of m's fields without a column, or nil.
+// Most messages (every plain tool result) have none of those fields set,
+// which a reflect zero check finds without encoding anything; it covers any
+// field added to Message later too.
 func encodeExtra(m *toolrun.Message) (any, error) {
-	b, err := json.Marshal(columnless(m))
+	c := columnless(m)
+	if reflect.ValueOf(c).Elem().IsZero() {
+		return nil, nil
+	}
+	b, err := json.Marshal(c)
 	if err != nil || bytes.Equal(b, emptyExtra) {
 		return nil, err
 	}
