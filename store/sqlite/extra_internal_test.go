@@ -28,7 +28,7 @@ func TestEncodeExtra(t *testing.T) {
 		}
 		b, _ := json.Marshal(columnless(m))
 		wantNil := string(b) == string(emptyExtra)
-		if (got == nil) != wantNil || got != nil && got.(string) != string(b) {
+		if (got == nil) != wantNil || got != nil && *got != string(b) {
 			t.Errorf("message %d: encodeExtra = %v, want nil=%v (%s)", i, got, wantNil, b)
 		}
 	}

@@ -98,12 +98,14 @@ type Store struct {
 	owned bool             // Close closes db
 	wmu   sync.Mutex       // serialises this process's writes
 	seqs  map[string]int64 // thread → last Seq this Store wrote or read; under wmu
+	w     writer           // the connection writes run on
 
 	cmu    sync.Mutex
 	counts map[countKey]countEntry // message counts per thread and filter
 	closed sync.Once
 	cerr   error
-	stmts  sync.Map // query text → *sql.Stmt
+	stmts  sync.Map // query text → *sql.Stmt, reads (on db)
+	wstmts sync.Map // query text → *sql.Stmt, writes (on w.q)
 }
 
 var _ toolrun.Store = (*Store)(nil)
@@ -166,11 +168,14 @@ func Open(path string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// New returns a Store on an open database, such as one from
-// github.com/ncruces/go-sqlite3/driver.Open, after applying schema
-// migrations. It does not change the connections' settings: configure WAL
-// mode, synchronous and busy timeout yourself. Closing the Store does not
-// close db. opts may be nil; its fields apply to Open only.
+// New returns a Store on an open database of
+// github.com/ncruces/go-sqlite3/driver (from its Open, or sql.Open with its
+// driver name), after applying schema migrations. It does not change the
+// connections' settings: configure WAL mode, synchronous and busy timeout
+// yourself. Unless db is limited to one connection, the Store keeps one of
+// its connections for its writes until it is closed. Close the Store before
+// db; closing the Store does not close db. opts may be nil; its fields
+// apply to Open only.
 func New(db *sql.DB, opts *Options) (*Store, error) {
 	s, err := newStore(db, false)
 	if err != nil {
@@ -179,6 +184,7 @@ func New(db *sql.DB, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// newStore migrates db and sets up the write connection.
 func newStore(db *sql.DB, owned bool) (*Store, error) {
 	ctx := context.Background()
 	if err := db.PingContext(ctx); err != nil {
@@ -187,7 +193,11 @@ func newStore(db *sql.DB, owned bool) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("migrate schema: %w", err)
 	}
-	return &Store{db: db, owned: owned}, nil
+	s := &Store{db: db, owned: owned}
+	if err := s.w.init(ctx, db); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // walAutoCheckpoint is the WAL size, in pages, at which a commit
@@ -201,12 +211,17 @@ func (s *Store) DB() *sql.DB { return s.db }
 // once.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
-		s.stmts.Range(func(_, st any) bool {
-			st.(*sql.Stmt).Close()
-			return true
-		})
+		for _, m := range []*sync.Map{&s.stmts, &s.wstmts} {
+			m.Range(func(_, st any) bool {
+				st.(*sql.Stmt).Close()
+				return true
+			})
+		}
+		s.wmu.Lock()
+		s.cerr = s.w.close()
+		s.wmu.Unlock()
 		if s.owned {
-			s.cerr = s.db.Close()
+			s.cerr = errors.Join(s.cerr, s.db.Close())
 		}
 	})
 	return s.cerr
@@ -221,39 +236,59 @@ func (s *Store) Close() error {
 // prepared once and cached (database/sql keeps one prepared copy per
 // connection).
 
-// prepared returns the cached prepared statement of query, or nil when
-// preparing fails (the query then runs unprepared and reports the error).
-func (s *Store) prepared(ctx context.Context, query string) *sql.Stmt {
-	if st, ok := s.stmts.Load(query); ok {
+// querier is what *sql.DB and *sql.Conn have in common.
+type querier interface {
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// prepared returns the cached prepared statement of query on q, or nil
+// when preparing fails (the query then runs unprepared and reports the
+// error).
+func prepared(ctx context.Context, q querier, cache *sync.Map, query string) *sql.Stmt {
+	if st, ok := cache.Load(query); ok {
 		return st.(*sql.Stmt)
 	}
-	st, err := s.db.PrepareContext(ctx, query)
+	st, err := q.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
 	}
-	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+	if prev, loaded := cache.LoadOrStore(query, st); loaded {
 		st.Close()
 		return prev.(*sql.Stmt)
 	}
 	return st
 }
 
+// exec runs a write statement on the write connection; callers hold wmu
+// (through write).
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if st := s.prepared(ctx, query); st != nil {
+	if st := prepared(ctx, s.w.q, &s.wstmts, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
-	return s.db.ExecContext(ctx, query, args...)
+	return s.w.q.ExecContext(ctx, query, args...)
+}
+
+// execRow runs a write statement that returns a row on the write
+// connection; callers hold wmu.
+func (s *Store) execRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := prepared(ctx, s.w.q, &s.wstmts, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.w.q.QueryRowContext(ctx, query, args...)
 }
 
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	if st := s.prepared(ctx, query); st != nil {
+	if st := prepared(ctx, s.db, &s.stmts, query); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return s.db.QueryRowContext(ctx, query, args...)
 }
 
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if st := s.prepared(ctx, query); st != nil {
+	if st := prepared(ctx, s.db, &s.stmts, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
 	return s.db.QueryContext(ctx, query, args...)
@@ -411,103 +446,113 @@ func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
 
 // ---- messages ----
 
-// insertChunk is the most messages one AppendMessages call may carry in one
-// statement; longer appends use an explicit transaction.
-const insertChunk = 100
-
 // AppendMessages implements toolrun.MessageStore. All messages are written
 // by one INSERT statement, so they are stored together or not at all; the
 // statement numbers them after the thread's highest Seq, and the unique
 // index on tool results refuses a duplicate.
+//
+// The statement runs on the write connection through SQLite's own API (a
+// prepared statement bound column by column), not database/sql: that
+// skips boxing every value into an interface and database/sql's conversion
+// of each, a measurable part of a single-message append.
 func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
 	// Prepare everything outside the write lock; write back only on success.
-	args := make([]any, 1, 1+msgCols*len(msgs))
-	args[0] = threadID
-	ids := make([]string, len(msgs))
-	created := make([]time.Time, len(msgs))
+	rows := make([]msgRow, len(msgs))
 	t0 := now()
 	for i, m := range msgs {
-		ids[i], created[i] = m.ID, m.CreatedAt
-		if ids[i] == "" {
-			ids[i] = newID()
+		r := &rows[i]
+		r.id, r.created = m.ID, m.CreatedAt
+		if r.id == "" {
+			r.id = newID()
 		}
-		if created[i].IsZero() {
-			created[i] = t0
+		if r.created.IsZero() {
+			r.created = t0
 		}
 		extra, err := encodeExtra(m)
 		if err != nil {
 			return fmt.Errorf("sqlite: append to thread %q: encode message %d: %w", threadID, i, err)
 		}
-		args = append(args, 0, ids[i], string(m.Role), m.ToolCallID, m.Depth, m.Silent, micros(created[i]), // 0: the Seq, set later
-			m.Content, m.Name, string(m.ToolStatus), m.ParentID, m.Prompt, m.SubagentID, extra)
+		r.m, r.extra = m, extra
 	}
 	var base int64
 	err := s.write(ctx, func() error {
-		var err error
 		if len(msgs) == 0 {
 			var one int
-			err = s.queryRow(ctx, `SELECT 1 FROM threads WHERE id = ?`, threadID).Scan(&one)
+			err := s.queryRow(ctx, `SELECT 1 FROM threads WHERE id = ?`, threadID).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return toolrun.ErrNotFound
 			}
 			return err
 		}
-		if len(msgs) <= insertChunk {
-			// Optimistic: the thread's last Seq comes from the cache of
-			// this process's appends, or the database. Another process may
-			// have appended since; every writer numbers from the last Seq
-			// up, so ours then collide on the primary key, nothing of
-			// ours is stored, and we read the last Seq again.
-			last, cached := s.seqs[threadID]
-			for attempt := 0; ; attempt++ {
-				if !cached {
-					if last, err = s.lastSeq(ctx, nil, threadID); err != nil {
+		return s.w.raw(ctx, func(c *rawConn) error {
+			if len(msgs) <= insertChunk {
+				// Optimistic: the thread's last Seq comes from the cache of
+				// this process's appends, or the database. Another process
+				// may have appended since; every writer numbers from the
+				// last Seq up, so ours then collide on the primary key,
+				// nothing of ours is stored, and we read the last Seq again.
+				last, cached := s.seqs[threadID]
+				for attempt := 0; ; attempt++ {
+					var err error
+					if !cached {
+						if last, err = c.lastSeq(threadID); err != nil {
+							return err
+						}
+					}
+					err = c.insert(threadID, last, rows)
+					if errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY) && attempt < 100 {
+						cached = false
+						continue
+					}
+					if err != nil {
+						delete(s.seqs, threadID)
+						return err
+					}
+					base = last
+					s.cacheSeq(threadID, last+int64(len(msgs)))
+					return nil
+				}
+			}
+			// Very long appends: one IMMEDIATE transaction of several
+			// statements.
+			delete(s.seqs, threadID)
+			return c.tx(func() error {
+				var err error
+				if base, err = c.lastSeq(threadID); err != nil {
+					return err
+				}
+				for lo := 0; lo < len(rows); lo += insertChunk {
+					if err := c.insert(threadID, base+int64(lo), rows[lo:min(lo+insertChunk, len(rows))]); err != nil {
 						return err
 					}
 				}
-				err = s.insertMessages(ctx, nil, last, args)
-				if errors.Is(err, sqlite3.CONSTRAINT_PRIMARYKEY) && attempt < 100 {
-					cached = false
-					continue
-				}
-				if err != nil {
-					delete(s.seqs, threadID)
-					return err
-				}
-				base = last
-				s.cacheSeq(threadID, last+int64(len(msgs)))
 				return nil
-			}
-		}
-		// Very long appends: one IMMEDIATE transaction of several statements.
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		delete(s.seqs, threadID)
-		if base, err = s.lastSeq(ctx, tx, threadID); err != nil {
-			return err
-		}
-		for lo := 0; lo < len(msgs); lo += insertChunk {
-			hi := min(lo+insertChunk, len(msgs))
-			chunk := append([]any{threadID}, args[1+msgCols*lo:1+msgCols*hi]...)
-			if err := s.insertMessages(ctx, tx, base+int64(lo), chunk); err != nil {
-				return err
-			}
-		}
-		return tx.Commit()
+			})
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: append to thread %q: %w", threadID, err)
 	}
 	for i, m := range msgs {
 		m.Seq = base + int64(i) + 1
-		m.ID = ids[i]
+		m.ID = rows[i].id
 		m.ThreadID = threadID
-		m.CreatedAt = created[i]
+		m.CreatedAt = rows[i].created
 	}
 	return nil
+}
+
+// insertChunk is the most messages one INSERT statement carries; longer
+// appends use an explicit transaction.
+const insertChunk = 100
+
+// msgRow is a message ready to insert: the caller's message and the values
+// AppendMessages assigned or encoded.
+type msgRow struct {
+	m       *toolrun.Message
+	id      string
+	created time.Time
+	extra   *string // JSON of the fields without a column; nil = NULL
 }
 
 // cacheSeq remembers the last Seq of a thread; callers hold wmu.
@@ -516,63 +561,6 @@ func (s *Store) cacheSeq(threadID string, last int64) {
 		s.seqs = make(map[string]int64)
 	}
 	s.seqs[threadID] = last
-}
-
-// lastSeq returns the thread's highest Seq, 0 when it has no messages.
-func (s *Store) lastSeq(ctx context.Context, tx *sql.Tx, threadID string) (int64, error) {
-	const q = `SELECT seq FROM messages WHERE thread_id = ? ORDER BY seq DESC LIMIT 1`
-	var row *sql.Row
-	if tx != nil {
-		row = tx.QueryRowContext(ctx, q, threadID)
-	} else {
-		row = s.queryRow(ctx, q, threadID)
-	}
-	var last int64
-	err := row.Scan(&last)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return last, err
-}
-
-// insertMessages inserts the messages whose values follow the thread id in
-// args (msgCols per message, the first a placeholder for its Seq), numbered from
-// base+1, in one statement. Nothing is inserted, and ErrNotFound returned,
-// when the thread does not exist. The statement reads no messages and
-// returns no rows, so SQLite needs no temporary table for it.
-func (s *Store) insertMessages(ctx context.Context, tx *sql.Tx, base int64, args []any) error {
-	n := (len(args) - 1) / msgCols
-	var q strings.Builder
-	q.WriteString(`INSERT INTO messages (thread_id, ` + msgColumns + `) SELECT ?1`)
-	for c := range msgCols {
-		fmt.Fprintf(&q, ", column%d", c+1)
-	}
-	q.WriteString(` FROM (VALUES `)
-	for i := range n {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString(msgPlaceholders)
-		args[1+msgCols*i] = base + int64(i) + 1
-	}
-	q.WriteString(`) WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1)`)
-	var res sql.Result
-	var err error
-	if tx != nil {
-		res, err = tx.ExecContext(ctx, q.String(), args...)
-	} else {
-		res, err = s.exec(ctx, q.String(), args...)
-	}
-	if err != nil {
-		return mapInsertErr(err)
-	}
-	if k, _ := res.RowsAffected(); k != int64(n) {
-		if k == 0 {
-			return toolrun.ErrNotFound
-		}
-		return fmt.Errorf("inserted %d of %d messages", k, n)
-	}
-	return nil
 }
 
 func mapInsertErr(err error) error {
@@ -607,7 +595,7 @@ func columnless(m *toolrun.Message) *toolrun.Message {
 // Most messages (every plain tool result) have none of those fields set,
 // which a reflect zero check finds without encoding anything; it covers any
 // field added to Message later too.
-func encodeExtra(m *toolrun.Message) (any, error) {
+func encodeExtra(m *toolrun.Message) (*string, error) {
 	c := columnless(m)
 	if reflect.ValueOf(c).Elem().IsZero() {
 		return nil, nil
@@ -616,7 +604,8 @@ func encodeExtra(m *toolrun.Message) (any, error) {
 	if err != nil || bytes.Equal(b, emptyExtra) {
 		return nil, err
 	}
-	return string(b), nil
+	x := string(b)
+	return &x, nil
 }
 
 // scanMessage reads the msgColumns of a row, then extraDest.
@@ -893,7 +882,7 @@ func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byt
 	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: now()}
 	err := s.write(ctx, func() error {
 		var created int64
-		err := s.queryRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
+		err := s.execRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = excluded.mime_type, size = excluded.size,
 				updated_at = excluded.updated_at, data = excluded.data

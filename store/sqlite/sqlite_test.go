@@ -214,6 +214,11 @@ func TestNewOnExistingDB(t *testing.T) {
 	if err := db.Ping(); err != nil {
 		t.Errorf("Close closed the caller's database: %v", err)
 	}
+	// The Store left no statement open that would keep a connection from
+	// closing.
+	if err := db.Close(); err != nil {
+		t.Errorf("closing the caller's db after the Store: %v", err)
+	}
 }
 
 func BenchmarkStore(b *testing.B) {
@@ -323,5 +328,41 @@ func BenchmarkBareInsert(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
 		})
+	}
+}
+
+// A Store whose pool has one connection (Exclusive, or a caller's db
+// limited to one) does not keep that connection: DB() works alongside.
+func TestOneConnectionPool(t *testing.T) {
+	excl := openTemp(t, &sqlite.Options{Exclusive: true})
+	db, err := driver.Open(filepath.Join(t.TempDir(), "one.db"), func(c *sqlite3.Conn) error {
+		return c.Exec(`PRAGMA journal_mode=WAL`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	one, err := sqlite.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []*sqlite.Store{excl, one} {
+		ctx := t.Context()
+		if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i)}); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&n); err != nil || n != i+1 {
+				t.Fatalf("DB() counts %d messages, %v; want %d", n, err, i+1)
+			}
+		}
+	}
+	one.Close()
+	if err := db.Close(); err != nil {
+		t.Errorf("closing the caller's db after the Store: %v", err)
 	}
 }
