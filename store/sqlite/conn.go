@@ -7,15 +7,18 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/toolrun/toolrun"
 )
 
-// writer is the connection a Store's writes run on, and the statements
-// prepared on it through SQLite's own API (for appends). Every method
-// except init runs under the Store's wmu.
+// writer is the connection a Store's writes run on, and what those writes
+// keep on it: statements prepared through SQLite's own API (for appends)
+// and the WAL checkpoint policy. Every method except init runs under the
+// Store's wmu.
 //
 // When the pool may open more than one connection, the Store takes one out
 // of the pool for its whole life (conn): writes never wait for a pooled
@@ -31,12 +34,21 @@ type writer struct {
 	c    *sqlite3.Conn                  // the connection the statements below belong to
 	ins  [insertChunk + 1]*sqlite3.Stmt // INSERT of n messages
 	last *sqlite3.Stmt                  // the thread's last Seq
+
+	// Background checkpoints (Open's default mode only; see committed).
+	bg       bool
+	pages    int // WAL size in pages after the last commit on c (WAL hook)
+	kick     chan struct{}
+	done     chan struct{}
+	wg       sync.WaitGroup
+	running  atomic.Bool // a background checkpoint is under way
+	finished atomic.Bool // one finished since the last inline catch-up
 }
 
 // errNotNcruces is returned by New for a database of another driver.
 var errNotNcruces = errors.New("the database's driver is not github.com/ncruces/go-sqlite3/driver")
 
-func (w *writer) init(ctx context.Context, db *sql.DB) error {
+func (w *writer) init(ctx context.Context, db *sql.DB, bg bool) error {
 	w.db, w.q = db, db
 	if db.Stats().MaxOpenConnections != 1 {
 		conn, err := db.Conn(ctx)
@@ -45,12 +57,30 @@ func (w *writer) init(ctx context.Context, db *sql.DB) error {
 		}
 		w.conn, w.q = conn, conn
 	}
-	// Fail now for a database of another driver.
-	err := w.raw(ctx, func(*rawConn) error { return nil })
-	if err != nil && w.conn != nil {
-		w.conn.Close()
+	err := w.raw(ctx, func(c *rawConn) error {
+		if bg && w.conn != nil {
+			// The hook replaces SQLite's automatic checkpoint on this
+			// connection (wal_autocheckpoint); committed decides instead.
+			c.c.WALHook(func(_ *sqlite3.Conn, _ string, pages int) error {
+				w.pages = pages
+				return nil
+			})
+			w.bg = true
+		}
+		return nil
+	})
+	if err != nil {
+		if w.conn != nil {
+			w.conn.Close()
+		}
+		return err
 	}
-	return err
+	if w.bg {
+		w.kick, w.done = make(chan struct{}, 1), make(chan struct{})
+		w.wg.Add(1)
+		go w.checkpointer()
+	}
+	return nil
 }
 
 // raw runs fn on the write connection's *sqlite3.Conn, with ctx
@@ -99,8 +129,14 @@ func (w *writer) finalize() {
 	}
 }
 
-// close closes the statements and gives the held connection back.
+// close stops background checkpoints, closes the statements and gives the
+// held connection back.
 func (w *writer) close() error {
+	if w.bg {
+		close(w.done)
+		w.wg.Wait()
+		w.bg = false
+	}
 	if w.c == nil && w.conn == nil {
 		return nil
 	}
@@ -114,6 +150,59 @@ func (w *writer) close() error {
 		w.conn = nil
 	}
 	return err
+}
+
+// committed runs after each successful write. In the default mode of Open
+// the WAL is checkpointed in the background instead of inside the commit
+// that crosses walAutoCheckpoint pages, as SQLite would: a checkpoint
+// fsyncs the WAL and the database file, the dearest part of it being the
+// fsync of the megabytes written to the WAL since the last one, and it
+// would otherwise stall every few thousandth write for milliseconds.
+//
+// A passive checkpoint on another connection copies what the WAL holds
+// while writes go on, but a WAL can only start again from its beginning
+// once every frame in it is checkpointed, which a background checkpoint
+// racing a busy writer seldom achieves. So once one has finished, the next
+// write finishes the job inline: a checkpoint of the few frames appended
+// meanwhile (little to fsync), after which SQLite restarts the WAL at the
+// next write. Past walHardLimit pages (a background checkpoint blocked,
+// say, by a long read) the write checkpoints inline whatever happens.
+// Durability does not depend on checkpoints: a commit is in the WAL.
+func (w *writer) committed(ctx context.Context) {
+	if !w.bg {
+		return
+	}
+	if w.pages < walAutoCheckpoint {
+		w.finished.Store(false)
+		return
+	}
+	if w.pages >= walHardLimit || w.finished.Swap(false) {
+		w.pages = 0
+		_, _ = w.q.ExecContext(context.WithoutCancel(ctx), `PRAGMA wal_checkpoint(PASSIVE)`)
+		return
+	}
+	if !w.running.Swap(true) {
+		w.kick <- struct{}{}
+	}
+}
+
+// walHardLimit is the WAL size, in pages, from which writes checkpoint
+// inline even while a background checkpoint runs.
+const walHardLimit = 4 * walAutoCheckpoint
+
+// checkpointer runs the background checkpoints committed asks for.
+func (w *writer) checkpointer() {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.kick:
+		}
+		_, _ = w.db.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`)
+		w.finished.Store(true)
+		w.running.Store(false)
+	}
 }
 
 // rawConn is the write connection during one raw call.

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -328,6 +329,40 @@ func BenchmarkBareInsert(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "inserts/s")
 		})
+	}
+}
+
+// With checkpoints in the background, the WAL still starts over from its
+// beginning: under a stream of appends that never pauses it stays near
+// wal_autocheckpoint pages instead of growing.
+func TestWALStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("12,000 appends")
+	}
+	st := openTemp(t, nil)
+	path, _ := paths.Load(st)
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	maxWAL := int64(0)
+	for i := range 12000 {
+		if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"}); err != nil {
+			t.Fatal(err)
+		}
+		if i%500 == 0 {
+			if fi, err := os.Stat(path.(string) + "-wal"); err == nil {
+				maxWAL = max(maxWAL, fi.Size())
+			}
+		}
+	}
+	// 24,000 frames were written; 4,000 pages of 4 KiB is 16.5 MB of WAL.
+	if limit := int64(2 * 4000 * (4096 + 24)); maxWAL > limit {
+		t.Errorf("WAL grew to %d bytes, over %d", maxWAL, limit)
+	}
+	var check string
+	if err := st.DB().QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check = %q, %v", check, err)
 	}
 }
 
