@@ -332,6 +332,86 @@ func BenchmarkBareInsert(b *testing.B) {
 	}
 }
 
+// Paths with characters that mean something in a URI open the file at
+// exactly that path.
+func TestOddPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a b?c#d%20e.db")
+	st, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateThread(t.Context(), &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := driver.Open(path) // a plain name, not a URI
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM threads`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("threads in %q: %d, %v", path, n, err)
+	}
+}
+
+// The WAL the Store writes (one write per frame, see vfs.go) is SQLite's
+// own: a Store over a plain connection of the driver (as another program
+// would open the file) appends to the same thread at the same time, and
+// reads everything back.
+func TestPlainConnectionShares(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "shared.db")
+	a, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	db, err := driver.Open(path, func(c *sqlite3.Conn) error {
+		return c.Exec(`PRAGMA busy_timeout=10000; PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL`)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b, err := sqlite.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	if err := a.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i, st := range []*sqlite.Store{a, b} {
+		wg.Go(func() {
+			for j := range 300 {
+				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: strings.Repeat("x", j)}
+				if err := st.AppendMessages(ctx, "t", m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, st := range []*sqlite.Store{a, b} {
+		p, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{Order: toolrun.OrderAsc})
+		if err != nil || len(p.Messages) != 600 || p.Total != 600 {
+			t.Fatalf("listed %d of %d, %v; want 600", len(p.Messages), p.Total, err)
+		}
+		for i, m := range p.Messages {
+			if m.Seq != int64(i+1) || len(m.Content) > 300 || m.Content != strings.Repeat("x", len(m.Content)) {
+				t.Fatalf("message %d: Seq %d, content of %d bytes", i, m.Seq, len(m.Content))
+			}
+		}
+	}
+	var check string
+	if err := db.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Errorf("integrity_check = %q, %v", check, err)
+	}
+}
+
 // With checkpoints in the background, the WAL still starts over from its
 // beginning: under a stream of appends that never pauses it stays near
 // wal_autocheckpoint pages instead of growing.
