@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -16,6 +17,9 @@ import (
 //     executor persists every result before the next call starts);
 //   - AppendToolResultParallel: the same from 4×GOMAXPROCS goroutines, each
 //     on its own thread (several runs in one process);
+//   - AppendToolResultConcurrent/goroutines=N: the same from exactly N
+//     goroutines (8, 32, 64), each on its own thread, as a service running
+//     that many threads at once would; b.N appends in all;
 //   - AppendStep5: one AppendMessages call with 5 messages (an assistant
 //     message with 4 calls' results);
 //   - ReadLast100Of10k: ListMessages with the default query and Limit 100 on
@@ -60,6 +64,11 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 		})
 		b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "appends/s")
 	})
+	for _, n := range []int{8, 32, 64} {
+		b.Run(fmt.Sprintf("AppendToolResultConcurrent/goroutines=%d", n), func(b *testing.B) {
+			benchConcurrentAppends(b, newStore(b), n)
+		})
+	}
 	b.Run("AppendStep5", func(b *testing.B) {
 		st := newStore(b)
 		thread := benchThread(b, st)
@@ -135,4 +144,31 @@ func benchThread(b *testing.B, st toolrun.Store) string {
 		b.Fatal(err)
 	}
 	return id
+}
+
+// benchConcurrentAppends runs b.N single tool-result appends from n
+// goroutines, each appending to its own thread, and reports appends/s.
+func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) {
+	threads := make([]string, n)
+	for i := range threads {
+		threads[i] = benchThread(b, st)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for _, thread := range threads {
+		wg.Go(func() {
+			for i := 1; next.Add(1) <= int64(b.N); i++ {
+				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_%d", i), Name: "search",
+					ToolStatus: toolrun.StatusSuccess, Content: `{"results":["a","b","c"]}`}
+				if err := st.AppendMessages(b.Context(), thread, m); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
 }
