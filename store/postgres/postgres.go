@@ -91,6 +91,7 @@ type Store struct {
 	owned bool   // Close closes pool
 	lease *Lease // writes to lease.ThreadID are fenced; nil: none
 	ttl   time.Duration
+	group *group // group commit of single-message appends, shared with WithLease stores
 }
 
 var _ toolrun.Store = (*Store)(nil)
@@ -134,7 +135,12 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: migrate schema: %w", err)
 	}
-	return &Store{pool: pool, owned: true, ttl: opts.LeaseTTL}, nil
+	return newStore(&Store{pool: pool, owned: true, ttl: opts.LeaseTTL}), nil
+}
+
+func newStore(s *Store) *Store {
+	s.group = newGroup(&Store{pool: s.pool})
+	return s
 }
 
 // New returns a Store on an existing pool after applying schema migrations
@@ -148,7 +154,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error)
 	if opts != nil {
 		st.ttl = opts.LeaseTTL
 	}
-	return st, nil
+	return newStore(st), nil
 }
 
 // Pool returns the underlying connection pool.
@@ -191,7 +197,20 @@ func mapErr(err error) error {
 // When the store is bound to a lease on thread, the lease check and the
 // write go in one batch: one round trip, one implicit transaction.
 func (s *Store) writeQuery(ctx context.Context, thread, query string, args []any, each func(pgx.Rows) error) error {
+	return s.writeQueryToken(ctx, thread, s.token(thread), query, args, each)
+}
+
+// token returns the lease token writes to thread check, 0 when unfenced.
+func (s *Store) token(thread string) int64 {
 	if !s.fenced(thread) {
+		return 0
+	}
+	return s.lease.Token
+}
+
+// writeQueryToken is writeQuery checking lease token on thread (0: no check).
+func (s *Store) writeQueryToken(ctx context.Context, thread string, token int64, query string, args []any, each func(pgx.Rows) error) error {
+	if token == 0 {
 		rows, err := s.pool.Query(ctx, query, args...)
 		if err != nil {
 			return mapErr(err)
@@ -199,7 +218,7 @@ func (s *Store) writeQuery(ctx context.Context, thread, query string, args []any
 		return mapErr(drain(rows, each))
 	}
 	b := &pgx.Batch{}
-	b.Queue(`SELECT toolrun_check_lease($1, $2)`, thread, s.lease.Token)
+	b.Queue(`SELECT toolrun_check_lease($1, $2)`, thread, token)
 	b.Queue(query, args...)
 	br := s.pool.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
@@ -388,6 +407,9 @@ RETURNING seq`
 
 // AppendMessages implements toolrun.MessageStore.
 func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
+	if len(msgs) == 1 {
+		return s.appendSingle(ctx, threadID, msgs[0])
+	}
 	n := len(msgs)
 	ids, roles, callIDs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	depths, silent, created := make([]int32, n), make([]bool, n), make([]time.Time, n)
@@ -400,13 +422,11 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		if created[i].IsZero() {
 			created[i] = t0
 		}
-		c := *m
-		c.ID, c.ThreadID, c.CreatedAt, c.Seq = ids[i], threadID, created[i], 0
-		b, err := json.Marshal(&c)
+		b, err := encodeBody(m, threadID, ids[i], created[i])
 		if err != nil {
 			return fmt.Errorf("postgres: append to thread %q: encode message %d: %w", threadID, i, err)
 		}
-		roles[i], callIDs[i], depths[i], silent[i], bodies[i] = string(m.Role), m.ToolCallID, int32(m.Depth), m.Silent, string(b)
+		roles[i], callIDs[i], depths[i], silent[i], bodies[i] = string(m.Role), m.ToolCallID, int32(m.Depth), m.Silent, b
 	}
 	var base int64 = -1
 	got := 0
@@ -444,6 +464,27 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		m.Seq = base + int64(i) + 1
 		m.ID, m.ThreadID, m.CreatedAt = ids[i], threadID, created[i]
 	}
+	return nil
+}
+
+// appendSingle appends one message through the group committer.
+func (s *Store) appendSingle(ctx context.Context, threadID string, m *toolrun.Message) error {
+	p := &pending{ctx: ctx, thread: threadID, token: s.token(threadID), id: m.ID, role: string(m.Role), callID: m.ToolCallID,
+		depth: int32(m.Depth), silent: m.Silent, created: m.CreatedAt, done: make(chan struct{})}
+	if p.id == "" {
+		p.id = newID()
+	}
+	if p.created.IsZero() {
+		p.created = now()
+	}
+	var err error
+	if p.body, err = encodeBody(m, threadID, p.id, p.created); err != nil {
+		return fmt.Errorf("postgres: append to thread %q: encode message 0: %w", threadID, err)
+	}
+	if err := s.group.append(p); err != nil {
+		return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
+	}
+	m.Seq, m.ID, m.ThreadID, m.CreatedAt = p.seq, p.id, threadID, p.created
 	return nil
 }
 

@@ -122,10 +122,60 @@ BEGIN
 	END IF;
 END $$;
 `,
+	// 2: toolrun_append_batch, the statement of group commit.
+	`
+-- Appends one message to each of several threads in one transaction, as
+-- that many single-message appends would, and returns one row per append:
+-- its position in the arrays (1-based), its Seq, and its outcome: 'ok', or
+-- 'stale' (p_token > 0 and that lease is no longer current), 'notfound'
+-- (no such thread) or 'duplicate' (the thread already has a result for
+-- the tool call), in which case nothing of it is stored. The appends run
+-- in the order of their threads, so concurrent batches lock thread rows
+-- in one order and cannot deadlock; appends to one thread keep their order
+-- in the arrays.
+CREATE FUNCTION toolrun_append_batch(p_thread text[], p_token bigint[], p_id text[], p_role text[], p_call text[],
+	p_depth integer[], p_silent boolean[], p_created timestamptz[], p_body text[])
+RETURNS TABLE (out_idx integer, out_seq bigint, out_outcome text) LANGUAGE plpgsql
+SET search_path FROM CURRENT AS $$
+DECLARE
+	k integer;
+	s bigint;
+BEGIN
+	FOR k IN SELECT o FROM generate_subscripts(p_thread, 1) AS o ORDER BY p_thread[o], o LOOP
+		out_idx := k;
+		out_seq := NULL;
+		IF p_token[k] > 0 THEN
+			PERFORM 1 FROM thread_leases l
+				WHERE l.thread_id = p_thread[k] AND l.token = p_token[k] AND l.expires_at > now() FOR SHARE;
+			IF NOT FOUND THEN
+				out_outcome := 'stale';
+				RETURN NEXT;
+				CONTINUE;
+			END IF;
+		END IF;
+		UPDATE threads t SET next_seq = t.next_seq + 1 WHERE t.id = p_thread[k] RETURNING t.next_seq INTO s;
+		IF NOT FOUND THEN
+			out_outcome := 'notfound';
+			RETURN NEXT;
+			CONTINUE;
+		END IF;
+		INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, body)
+			VALUES (p_thread[k], s, p_id[k], p_role[k], p_call[k], p_depth[k], p_silent[k], p_created[k], p_body[k]::json)
+			ON CONFLICT (thread_id, tool_call_id) WHERE role = 'tool' AND tool_call_id <> '' DO NOTHING;
+		IF FOUND THEN
+			out_seq := s;
+			out_outcome := 'ok';
+		ELSE
+			out_outcome := 'duplicate';
+		END IF;
+		RETURN NEXT;
+	END LOOP;
+END $$;
+`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the schema to SchemaVersion in one transaction, holding a
 // transaction-level advisory lock keyed on the schema name, so several

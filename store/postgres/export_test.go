@@ -1,0 +1,16 @@
+package postgres
+
+// SetGroupHook makes st's group committer call f with the size of every
+// batch before running it (f may block to hold the batch back).
+func SetGroupHook(st *Store, f func(n int)) { st.group.hook = f }
+
+// GroupQueued returns how many appends of st's group committer wait for a
+// batch.
+func GroupQueued(st *Store) int {
+	st.group.mu.Lock()
+	defer st.group.mu.Unlock()
+	return len(st.group.queue)
+}
+
+// GroupInFlight is how many batches run at once.
+var GroupInFlight = groupInFlight
