@@ -24,6 +24,13 @@
 // at all. A unique index refuses a second result for a tool call
 // ([toolrun.ErrDuplicateToolResult]).
 //
+// Single-message appends made at the same time by many goroutines (a
+// service running many threads) are committed together: while two such
+// batches are being committed, new ones wait and go as the next batch, one
+// round trip, one transaction and one WAL flush for all of them. Each
+// caller still returns only once its own message is committed, with the
+// outcome and error it would have had alone.
+//
 // # Thread ownership
 //
 // A lease ([Lease]) says which owner (a service instance) runs a thread; see
