@@ -14,3 +14,10 @@ func GroupQueued(st *Store) int {
 
 // GroupInFlight is how many batches run at once.
 var GroupInFlight = groupInFlight
+
+// Migration1 is the SQL of schema version 1.
+var Migration1 = migrations[0]
+
+// GroupFallbacks returns how many batches of st's group committer the
+// server refused as a whole (and were retried append by append).
+func GroupFallbacks(st *Store) int64 { return st.group.fallbacks.Load() }

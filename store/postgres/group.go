@@ -46,6 +46,8 @@ type group struct {
 	queue []*pending
 	busy  int // batches in flight
 
+	fallbacks atomic.Int64 // batches the server refused, retried append by append
+
 	// hook, when set (tests), runs before each batch with its size.
 	hook func(n int)
 }
@@ -171,6 +173,7 @@ func (g *group) run(batch []*pending) {
 	if errors.As(err, &pe) {
 		// The server refused the statement: nothing of it committed. Each
 		// append on its own gets its own outcome.
+		g.fallbacks.Add(1)
 		for _, p := range batch {
 			p.seq, p.err = g.s.appendOne(p.ctx, p)
 		}

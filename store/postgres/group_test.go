@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/store/postgres"
 )
@@ -74,6 +76,14 @@ func runBatched(t *testing.T, st *postgres.Store, appends []*groupAppend, queued
 	}
 }
 
+// wantFallbacks checks how many batches the server refused as a whole.
+func wantFallbacks(t *testing.T, st *postgres.Store, want int64) {
+	t.Helper()
+	if got := postgres.GroupFallbacks(st); got != want {
+		t.Errorf("%d batches refused by the server and retried one by one; want %d", got, want)
+	}
+}
+
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); {
@@ -130,6 +140,7 @@ func TestGroupCommitOutcomes(t *testing.T) {
 		{st: st, thread: "b", m: result("b1")},
 	}
 	runBatched(t, st, appends, nil, len(appends))
+	wantFallbacks(t, st, 0)
 
 	want := []error{nil, nil, nil, nil, toolrun.ErrNotFound, toolrun.ErrDuplicateToolResult, toolrun.ErrDuplicateToolResult,
 		nil, postgres.ErrStaleLease, nil, nil}
@@ -209,6 +220,7 @@ func TestGroupCommitStatementFails(t *testing.T) {
 		{st: st, thread: "b", m: result("b1")},
 	}
 	runBatched(t, st, appends, nil, len(appends))
+	wantFallbacks(t, st, 1)
 	for i, a := range appends {
 		if (i == 1) != (a.err != nil) {
 			t.Errorf("append %d: %v", i, a.err)
@@ -244,6 +256,7 @@ func TestGroupCommitCancelWhileQueued(t *testing.T) {
 		cancel()
 		waitFor(t, func() bool { return postgres.GroupQueued(st) == 2 })
 	}, 2)
+	wantFallbacks(t, st, 0)
 	if !errors.Is(appends[1].err, context.Canceled) || appends[0].err != nil || appends[2].err != nil {
 		t.Fatalf("errors %v, %v, %v", appends[0].err, appends[1].err, appends[2].err)
 	}
@@ -296,6 +309,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	wantFallbacks(t, st, 0)
 	total := 0
 	for i := range threads {
 		thread := fmt.Sprint("t", i)
@@ -327,27 +341,32 @@ func TestGroupCommitConcurrent(t *testing.T) {
 	}
 }
 
-// A database at schema version 1 (before group commit) is upgraded on open,
-// and its batches work.
+// A database at schema version 1 (the previous release: row-level count
+// trigger, no batch function) is upgraded on open: its counts carry on and
+// batches work.
 func TestMigrateFromVersion1(t *testing.T) {
 	url, schema := dbURL(t), newSchema(t)
 	ctx := t.Context()
-	st, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to version 1: what a database made by the previous release has.
-	if _, err := st.Pool().Exec(ctx, `DROP FUNCTION toolrun_append_batch; DELETE FROM schema_version WHERE version > 1`); err != nil {
-		t.Fatal(err)
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`CREATE SCHEMA ` + pgx.Identifier{schema}.Sanitize(),
+		`SET search_path = ` + pgx.Identifier{schema}.Sanitize(),
+		`CREATE TABLE schema_version (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+		postgres.Migration1,
+		`INSERT INTO schema_version (version) VALUES (1)`,
+		`INSERT INTO threads (id, created_at, next_seq) VALUES ('a', now(), 1)`,
+		`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, created_at, body)
+			VALUES ('a', 1, 'm1', 'tool', 'before', now(), '{"role":"tool","tool_call_id":"before"}')`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
-	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "a"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.AppendMessages(ctx, "a", result("before")); err != nil {
-		t.Fatal(err)
-	}
-	st.Close()
-	st, err = postgres.Open(ctx, url, &postgres.Options{Schema: schema})
+	st, err := postgres.Open(ctx, url, &postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +377,19 @@ func TestMigrateFromVersion1(t *testing.T) {
 	}
 	appends := []*groupAppend{{st: st, thread: "a", m: result("x")}, {st: st, thread: "a", m: result("before")}}
 	runBatched(t, st, appends, nil, 2)
+	wantFallbacks(t, st, 0)
 	if appends[0].err != nil || !errors.Is(appends[1].err, toolrun.ErrDuplicateToolResult) || appends[0].m.Seq != 2 {
 		t.Errorf("after upgrade: %v (Seq %d), %v", appends[0].err, appends[0].m.Seq, appends[1].err)
+	}
+	if err := st.AppendMessages(ctx, "a", &toolrun.Message{Role: toolrun.RoleUser, Silent: true}, &toolrun.Message{Role: toolrun.RoleUser}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []struct {
+		q    toolrun.MessageQuery
+		want int
+	}{{toolrun.MessageQuery{Limit: 1}, 3}, {toolrun.MessageQuery{Limit: 1, IncludeSilent: true}, 4}} {
+		if p, err := st.ListMessages(ctx, "a", q.q); err != nil || p.Total != q.want {
+			t.Errorf("Total(%+v) = %d, %v; want %d", q.q, p.Total, err, q.want)
+		}
 	}
 }
