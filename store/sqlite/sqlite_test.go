@@ -441,6 +441,7 @@ func TestWALStaysBounded(t *testing.T) {
 	// pages and what was appended during one checkpoint; without the
 	// inline catch-up it reaches 16,000 (the inline limit), without
 	// checkpoints 24,000.
+	t.Logf("max WAL %d pages", maxWAL/4120)
 	if limit := int64(3 * 4000 * (4096 + 24)); maxWAL > limit {
 		t.Errorf("WAL grew to %d bytes, over %d", maxWAL, limit)
 	}
