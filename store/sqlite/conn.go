@@ -318,16 +318,26 @@ func (c *rawConn) tx(fn func() error) error {
 		return err
 	}
 	if err := fn(); err != nil {
-		c.c.Exec(`ROLLBACK`)
+		c.rollback()
 		return err
 	}
 	if err := c.c.Exec(`COMMIT`); err != nil {
-		if !c.c.GetAutocommit() {
-			c.c.Exec(`ROLLBACK`)
-		}
+		c.rollback()
 		return err
 	}
 	return nil
+}
+
+// rollback ends the open transaction, if any, even when the context of the
+// write has ended: Conn.Exec refuses to run anything once the interrupt
+// context is done, which would leave the write connection inside the
+// transaction (holding the write lock, every later write uncommitted).
+func (c *rawConn) rollback() {
+	if c.c.GetAutocommit() {
+		return // SQLite already rolled back (an interrupted write does)
+	}
+	defer c.c.SetInterrupt(c.c.SetInterrupt(context.Background()))
+	c.c.Exec(`ROLLBACK`)
 }
 
 // binder binds parameters, keeping the first error.

@@ -1,12 +1,14 @@
 package sqlite_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
@@ -484,5 +486,60 @@ func TestOneConnectionPool(t *testing.T) {
 	one.Close()
 	if err := db.Close(); err != nil {
 		t.Errorf("closing the caller's db after the Store: %v", err)
+	}
+}
+
+// flipCtx is a context that reports itself cancelled from its n-th Err call
+// on: SQLite checks Err before each statement and while one runs, so some n
+// ends it at any chosen point of a write.
+type flipCtx struct {
+	context.Context
+	n atomic.Int32
+}
+
+func (c *flipCtx) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// An append of more than 100 messages (one explicit transaction) whose
+// context ends at any point stores all or nothing and leaves no
+// transaction open on the write connection: the next append commits and
+// other connections see it.
+func TestCancelledLongAppend(t *testing.T) {
+	for _, opts := range []*sqlite.Options{nil, {Exclusive: true}} {
+		st := openTemp(t, opts)
+		ctx := t.Context()
+		if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for n := int32(1); ; n++ {
+			c := &flipCtx{Context: context.Background()}
+			c.n.Store(n)
+			msgs := make([]*toolrun.Message, 150)
+			for i := range msgs {
+				msgs[i] = &toolrun.Message{Role: toolrun.RoleUser, Content: "x"}
+			}
+			err := st.AppendMessages(c, "t", msgs...)
+			if err == nil {
+				want += len(msgs)
+			}
+			if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Content: "marker"}); err != nil {
+				t.Fatalf("Exclusive=%v, cancelled at Err call %d: next append: %v", opts != nil, n, err)
+			}
+			want++
+			var got int
+			if qerr := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM messages`).Scan(&got); qerr != nil || got != want {
+				t.Fatalf("Exclusive=%v, cancelled at Err call %d (append: %v): DB() counts %d messages, %v; want %d",
+					opts != nil, n, err, got, qerr, want)
+			}
+			if err == nil {
+				t.Logf("Exclusive=%v: %d points of cancellation", opts != nil, n-1)
+				break // the context was never consulted that often
+			}
+		}
 	}
 }
