@@ -48,6 +48,22 @@ type writer struct {
 // errNotNcruces is returned by New for a database of another driver.
 var errNotNcruces = errors.New("the database's driver is not github.com/ncruces/go-sqlite3/driver")
 
+// checkDriver returns errNotNcruces unless db's connections are the
+// ncruces driver's, before anything runs on it.
+func checkDriver(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		if _, ok := dc.(interface{ Raw() *sqlite3.Conn }); !ok {
+			return errNotNcruces
+		}
+		return nil
+	})
+}
+
 func (w *writer) init(ctx context.Context, db *sql.DB, bg bool) error {
 	w.db, w.q = db, db
 	if db.Stats().MaxOpenConnections != 1 {

@@ -202,6 +202,9 @@ func newStore(db *sql.DB, owned, bgCheckpoint bool) (*Store, error) {
 	if err := db.PingContext(ctx); err != nil {
 		return nil, err
 	}
+	if err := checkDriver(ctx, db); err != nil {
+		return nil, err
+	}
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("migrate schema: %w", err)
 	}

@@ -2,6 +2,8 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -541,5 +543,39 @@ func TestCancelledLongAppend(t *testing.T) {
 				break // the context was never consulted that often
 			}
 		}
+	}
+}
+
+// fakeDriver is a database/sql driver that is not SQLite: its connections
+// open, and every statement fails.
+type fakeDriver struct{}
+
+func (fakeDriver) Open(string) (sqldriver.Conn, error) { return fakeConn{}, nil }
+
+type fakeConn struct{}
+
+var errFake = errors.New("fake driver: not supported")
+
+func (fakeConn) Prepare(string) (sqldriver.Stmt, error) { return nil, errFake }
+func (fakeConn) Close() error                           { return nil }
+func (fakeConn) Begin() (sqldriver.Tx, error)           { return nil, errFake }
+
+var registerFake = sync.OnceFunc(func() { sql.Register("toolrun-fake", fakeDriver{}) })
+
+// New refuses a database of another driver with an error saying so, before
+// running anything on it.
+func TestNewForeignDriver(t *testing.T) {
+	registerFake()
+	for _, conns := range []int{0, 1} {
+		db, err := sql.Open("toolrun-fake", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(conns)
+		_, err = sqlite.New(db, nil)
+		if err == nil || !strings.Contains(err.Error(), "github.com/ncruces/go-sqlite3/driver") {
+			t.Errorf("New on a foreign driver (max %d connections): %v; want an error naming the driver it needs", conns, err)
+		}
+		db.Close()
 	}
 }
