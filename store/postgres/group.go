@@ -117,7 +117,8 @@ func (g *group) append(p *pending) error {
 	}
 }
 
-// take removes and returns up to groupMax queued appends; g.mu is held.
+// take removes and returns up to groupMax-1 queued appends, leaving room
+// for the append of a caller that starts the batch itself; g.mu is held.
 func (g *group) take() []*pending {
 	n := min(len(g.queue), groupMax-1)
 	batch := make([]*pending, n, n+1)

@@ -70,11 +70,18 @@ func (s *Store) TryAcquireLease(ctx context.Context, threadID, owner string, ttl
 // the error then wraps both ErrLeaseHeld and ctx's error.
 func (s *Store) AcquireLease(ctx context.Context, threadID, owner string, ttl time.Duration) (Lease, error) {
 	wait := 10 * time.Millisecond
+	var held error // the last attempt's ErrLeaseHeld
 	for {
 		l, err := s.TryAcquireLease(ctx, threadID, owner, ttl)
+		if err != nil && held != nil && ctx.Err() != nil {
+			// ctx ended during an attempt rather than between two: the
+			// wait for a held thread ended all the same.
+			return Lease{}, fmt.Errorf("%w: %w", held, ctx.Err())
+		}
 		if err == nil || !errors.Is(err, ErrLeaseHeld) {
 			return l, err
 		}
+		held = err
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
