@@ -49,6 +49,11 @@ func (v walVFS) OpenFilename(name *vfs.Filename, flags vfs.OpenFlag) (vfs.File, 
 	if err != nil || flags&vfs.OPEN_WAL == 0 {
 		return f, out, err
 	}
+	if f.DeviceCharacteristics()&vfs.IOCAP_POWERSAFE_OVERWRITE == 0 {
+		// Without power-safe overwrite SQLite pads and splits commit
+		// frames at sync points; walFile assumes whole frames.
+		return f, out, nil
+	}
 	return &walFile{File: f, readOff: -1}, out, nil
 }
 
