@@ -92,36 +92,9 @@ func (d *decoder) value(n *node, v reflect.Value) bool {
 		default:
 			return false
 		}
-	case kInt:
+	case kInt, kUint, kFloat:
 		tok, ok := d.number()
-		if !ok {
-			return false
-		}
-		x, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil || v.OverflowInt(x) {
-			return false
-		}
-		v.SetInt(x)
-	case kUint:
-		tok, ok := d.number()
-		if !ok {
-			return false
-		}
-		x, err := strconv.ParseUint(tok, 10, 64)
-		if err != nil || v.OverflowUint(x) {
-			return false
-		}
-		v.SetUint(x)
-	case kFloat:
-		tok, ok := d.number()
-		if !ok {
-			return false
-		}
-		x, err := strconv.ParseFloat(tok, n.bits)
-		if err != nil || v.OverflowFloat(x) {
-			return false
-		}
-		v.SetFloat(x)
+		return ok && setNumber(n, v, tok)
 	case kPtr:
 		if v.IsNil() {
 			v.Set(reflect.New(n.elem.typ))
@@ -149,6 +122,33 @@ func (d *decoder) value(n *node, v reflect.Value) bool {
 		}
 	default:
 		return false
+	}
+	return true
+}
+
+// setNumber stores the number tok in v as encoding/json does, or reports
+// false where encoding/json would fail (a fraction or exponent for an
+// integer, a sign for an unsigned one, a value out of range).
+func setNumber(n *node, v reflect.Value, tok string) bool {
+	switch n.kind {
+	case kInt:
+		x, err := strconv.ParseInt(tok, 10, 64)
+		if err != nil || v.OverflowInt(x) {
+			return false
+		}
+		v.SetInt(x)
+	case kUint:
+		x, err := strconv.ParseUint(tok, 10, 64)
+		if err != nil || v.OverflowUint(x) {
+			return false
+		}
+		v.SetUint(x)
+	default:
+		x, err := strconv.ParseFloat(tok, n.bits)
+		if err != nil || v.OverflowFloat(x) {
+			return false
+		}
+		v.SetFloat(x)
 	}
 	return true
 }
