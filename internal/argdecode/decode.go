@@ -161,38 +161,19 @@ func (d *decoder) enter() bool {
 // object decodes a JSON object into the struct v and applies the defaults
 // of the fields it lacked.
 func (d *decoder) object(n *node, v reflect.Value) bool {
-	if d.s[d.i] != '{' || !d.enter() {
+	var present uint64
+	ok := d.members(func(key string) bool {
+		j := lookup(n.fields, key)
+		if j < 0 || present&(1<<j) != 0 {
+			return false // unknown keys match fields loosely, duplicates merge: the general route
+		}
+		present |= 1 << j
+		f := &n.fields[j]
+		return d.value(f.node, v.Field(f.index))
+	})
+	if !ok {
 		return false
 	}
-	d.i++
-	var present uint64
-	d.ws()
-	if d.i < len(d.s) && d.s[d.i] == '}' {
-		d.i++
-	} else {
-		for {
-			d.ws()
-			key, ok := d.key()
-			if !ok {
-				return false
-			}
-			j := lookup(n.fields, key)
-			if j < 0 || present&(1<<j) != 0 {
-				return false // unknown keys match fields loosely, duplicates merge: the general route
-			}
-			present |= 1 << j
-			f := &n.fields[j]
-			if !d.colon() || !d.value(f.node, v.Field(f.index)) {
-				return false
-			}
-			if more, ok := d.next('}'); !ok {
-				return false
-			} else if !more {
-				break
-			}
-		}
-	}
-	d.depth--
 	for j := range n.fields {
 		f := &n.fields[j]
 		if !f.hasDef || present&(1<<j) != 0 {
@@ -217,22 +198,66 @@ func lookup(fields []field, key string) int {
 	return -1
 }
 
-// key reads an object key without escapes.
-func (d *decoder) key() (string, bool) {
-	if d.i >= len(d.s) || d.s[d.i] != '"' {
-		return "", false
+// members walks the JSON object at d.i, calling member with each key
+// once the decoder stands before the key's value; member consumes the
+// value. It reports false on a syntax error or when member does.
+func (d *decoder) members(member func(key string) bool) bool {
+	if d.s[d.i] != '{' || !d.enter() {
+		return false
 	}
-	for j := d.i + 1; j < len(d.s); j++ {
-		switch c := d.s[j]; {
-		case c == '"':
-			k := d.s[d.i+1 : j]
-			d.i = j + 1
-			return k, true
-		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			return "", false
+	d.i++
+	d.ws()
+	if d.i < len(d.s) && d.s[d.i] == '}' {
+		d.i++
+		d.depth--
+		return true
+	}
+	for {
+		d.ws()
+		if d.i >= len(d.s) || d.s[d.i] != '"' {
+			return false
+		}
+		key, ok := d.str()
+		if !ok || !d.colon() || !member(key) {
+			return false
+		}
+		more, ok := d.next('}')
+		if !ok {
+			return false
+		}
+		if !more {
+			d.depth--
+			return true
 		}
 	}
-	return "", false
+}
+
+// elements walks the JSON array at d.i like members, calling elem with
+// each element's index.
+func (d *decoder) elements(elem func(i int) bool) bool {
+	if d.s[d.i] != '[' || !d.enter() {
+		return false
+	}
+	d.i++
+	d.ws()
+	if d.i < len(d.s) && d.s[d.i] == ']' {
+		d.i++
+		d.depth--
+		return true
+	}
+	for i := 0; ; i++ {
+		if !elem(i) {
+			return false
+		}
+		more, ok := d.next(']')
+		if !ok {
+			return false
+		}
+		if !more {
+			d.depth--
+			return true
+		}
+	}
 }
 
 func (d *decoder) colon() bool {
@@ -264,62 +289,25 @@ func (d *decoder) next(closing byte) (more, ok bool) {
 
 // array decodes a JSON array into the slice v, which is nil.
 func (d *decoder) array(n *node, v reflect.Value) bool {
-	if d.s[d.i] != '[' || !d.enter() {
-		return false
-	}
-	d.i++
-	d.ws()
-	if d.i < len(d.s) && d.s[d.i] == ']' {
-		d.i++
-		d.depth--
-		v.Set(n.empty) // encoding/json gives [] as an empty, non-nil slice
-		return true
-	}
-	v.Grow(4)
-	for i := 0; ; i++ {
+	ok := d.elements(func(i int) bool {
 		if i == v.Cap() {
-			v.Grow(1)
+			v.Grow(max(i, 4))
 		}
 		v.SetLen(i + 1)
-		if !d.value(n.elem, v.Index(i)) {
-			return false
-		}
-		more, ok := d.next(']')
-		if !ok {
-			return false
-		}
-		if !more {
-			break
-		}
+		return d.value(n.elem, v.Index(i))
+	})
+	if ok && v.IsNil() {
+		v.Set(n.empty) // encoding/json gives [] as an empty, non-nil slice
 	}
-	d.depth--
-	return true
+	return ok
 }
 
 // mapValue decodes a JSON object into the map v.
 func (d *decoder) mapValue(n *node, v reflect.Value) bool {
-	if d.s[d.i] != '{' || !d.enter() {
-		return false
-	}
-	d.i++
 	if v.IsNil() {
 		v.Set(reflect.MakeMap(n.typ))
 	}
-	d.ws()
-	if d.i < len(d.s) && d.s[d.i] == '}' {
-		d.i++
-		d.depth--
-		return true
-	}
-	for {
-		d.ws()
-		if d.i >= len(d.s) || d.s[d.i] != '"' {
-			return false
-		}
-		key, ok := d.str()
-		if !ok || !d.colon() {
-			return false
-		}
+	return d.members(func(key string) bool {
 		e := reflect.New(n.elem.typ).Elem()
 		if !d.value(n.elem, e) {
 			return false
@@ -329,16 +317,8 @@ func (d *decoder) mapValue(n *node, v reflect.Value) bool {
 			kv = kv.Convert(n.typ.Key())
 		}
 		v.SetMapIndex(kv, e)
-		more, ok := d.next('}')
-		if !ok {
-			return false
-		}
-		if !more {
-			break
-		}
-	}
-	d.depth--
-	return true
+		return true
+	})
 }
 
 // anyValue decodes the next value as encoding/json decodes into an empty
@@ -350,67 +330,21 @@ func (d *decoder) anyValue() (any, bool) {
 	}
 	switch c := d.s[d.i]; {
 	case c == '{':
-		if !d.enter() {
-			return nil, false
-		}
-		d.i++
 		m := map[string]any{}
-		d.ws()
-		if d.i < len(d.s) && d.s[d.i] == '}' {
-			d.i++
-			d.depth--
-			return m, true
-		}
-		for {
-			d.ws()
-			if d.i >= len(d.s) || d.s[d.i] != '"' {
-				return nil, false
-			}
-			key, ok := d.str()
-			if !ok || !d.colon() {
-				return nil, false
-			}
+		ok := d.members(func(key string) bool {
 			x, ok := d.anyValue()
-			if !ok {
-				return nil, false
-			}
 			m[key] = x
-			more, ok := d.next('}')
-			if !ok {
-				return nil, false
-			}
-			if !more {
-				d.depth--
-				return m, true
-			}
-		}
+			return ok
+		})
+		return m, ok
 	case c == '[':
-		if !d.enter() {
-			return nil, false
-		}
-		d.i++
 		a := make([]any, 0)
-		d.ws()
-		if d.i < len(d.s) && d.s[d.i] == ']' {
-			d.i++
-			d.depth--
-			return a, true
-		}
-		for {
+		ok := d.elements(func(int) bool {
 			x, ok := d.anyValue()
-			if !ok {
-				return nil, false
-			}
 			a = append(a, x)
-			more, ok := d.next(']')
-			if !ok {
-				return nil, false
-			}
-			if !more {
-				d.depth--
-				return a, true
-			}
-		}
+			return ok
+		})
+		return a, ok
 	case c == '"':
 		return d.str()
 	case c == 't':
