@@ -9,9 +9,11 @@ import (
 
 // dispatch handles the names that shadow function tools (reference G1):
 // the lifecycle tools, then provider tools offered in the turn.
-func (ts *turnState) dispatch(ctx context.Context, b *batch, name, args string, nested bool) (Result, bool, error) {
+func (ts *turnState) dispatch(ctx context.Context, b *batch, name, args string, level int) (Result, bool, error) {
 	if isReserved(name) {
-		return ts.rt.lifecycle(ctx, ts, b, name, args), true, nil
+		// A blocking child's session runs inside this call: its calls nest
+		// one level deeper.
+		return ts.rt.lifecycle(withNesting(ctx, level+1), ts, b, name, args), true, nil
 	}
 	if o, ok := ts.offered[name]; ok && o.kind == offerProvider {
 		return Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is a provider-executed tool and should be handled by the LLM provider, not executed locally.", name)}, true, nil
@@ -21,14 +23,16 @@ func (ts *turnState) dispatch(ctx context.Context, b *batch, name, args string, 
 
 // dispatchDefinition runs a name that is not a function tool: a prompt, a
 // relationship name (refused), or an agent (a handoff).
-func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry, name, args string, nested bool) (Result, bool, error) {
+// level is the nesting level the call runs at (0 for a call of a top-level
+// batch); nested calls come from InvokeTool.
+func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry, name, args string, level int, nested bool) (Result, bool, error) {
 	if e != nil {
 		if p, ok := e.def.(*Prompt); ok {
 			var cfg *SubpromptConfig
 			if o, ok := ts.offered[e.name]; ok {
 				cfg = o.config
 			}
-			res, err := ts.rt.runPromptTool(ctx, ts, b, p, cfg, args)
+			res, err := ts.rt.runPromptTool(ctx, ts, b, p, cfg, args, level)
 			return res, true, err
 		}
 	}
@@ -95,8 +99,8 @@ func (ts *turnState) relationship(b *batch, name string, sibling bool) *Subagent
 // Its error is non-nil when the sub-prompt's batch must stop the caller's
 // run too: a tool aborted (ErrAbort), the store failed, or ctx ended. The
 // caller's error result is stored first, as for any aborting call.
-func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string) (Result, error) {
-	res := rt.promptTool(ctx, ts, b, p, cfg, args)
+func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string, level int) (Result, error) {
+	res := rt.promptTool(ctx, ts, b, p, cfg, args, level)
 	return res.Result, res.err
 }
 
@@ -106,7 +110,7 @@ type promptOutcome struct {
 	err error
 }
 
-func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string) promptOutcome {
+func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *Prompt, cfg *SubpromptConfig, args string, level int) promptOutcome {
 	text := strings.TrimSpace(args)
 	if text == "" {
 		text = "{}"
@@ -143,15 +147,23 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 	if !ok {
 		return promptOutcome{Result: Errorf("prompt %s: model %q is not registered", p.Name, p.Model)}
 	}
+	if level+1 > rt.ex.maxNest {
+		return promptOutcome{Result: nestingResult(p.Name, level+1, rt.ex.maxNest)}
+	}
+	if ts.total.Load() >= int64(ts.ceiling) {
+		// Sub-prompt requests count against the run's ceiling like any other.
+		return promptOutcome{Result: Result{Status: StatusError, ErrorCode: "max_total_steps",
+			Error: fmt.Sprintf("Prompt tool %q was not run: this run reached its limit of %d model requests.", p.Name, ts.ceiling)}}
+	}
 	sub := &turnState{rt: rt, th: ts.th, agent: ts.agent, side: &Side{Prompt: p.Name}, sideKey: ts.sideKey,
-		prompt: p, model: model, total: ts.total, parent: ts}
+		prompt: p, model: model, total: ts.total, ceiling: ts.ceiling, parent: ts}
 	parentID := b.msgID
 	cb, err := rt.ex.newBatch(ctx, ts.th.ID, false)
 	if err != nil {
 		return promptOutcome{Result: Errorf("%v", err)}
 	}
 	rt.bindBatch(cb, sub, &Execution{Side: ts.sideKey})
-	cb.depth, cb.parentID = b.depth+1, parentID
+	cb.depth, cb.parentID, cb.nest = b.depth+1, parentID, level+1
 	if err := rt.offerTools(ctx, sub, cb); err != nil {
 		return promptOutcome{Result: Errorf("%v", err)}
 	}

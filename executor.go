@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolrun/toolrun/internal/safefmt"
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
@@ -25,7 +26,8 @@ type ExecutorOptions struct {
 	// Env is the runtime-instance environment: the last link of the env
 	// chain. Values without a Type are secret.
 	Env map[string]EnvValue
-	// Logger receives the executor's logs (secrets redacted). nil discards them.
+	// Logger receives the executor's logs (secrets redacted). nil sends
+	// warnings and errors to slog.Default() and drops the rest.
 	Logger *slog.Logger
 	// Hooks are called around tool calls.
 	Hooks Hooks
@@ -35,7 +37,16 @@ type ExecutorOptions struct {
 	// CodeRunner runs ThreadState.RunCode. nil means the sandbox package's
 	// default runner (SandboxRunner); NoCodeRunner disables RunCode.
 	CodeRunner CodeRunner
+	// MaxNesting bounds how deeply calls nest: a tool calling InvokeTool is
+	// one level, a prompt tool's sub-prompt another. A call past the bound
+	// is not run and gets an error result naming the limit, so a tool that
+	// invokes itself without end cannot exhaust the process. 0 means
+	// DefaultMaxNesting.
+	MaxNesting int
 }
+
+// DefaultMaxNesting is the nesting bound of ExecutorOptions.MaxNesting.
+const DefaultMaxNesting = 32
 
 // Executor runs the tool calls of a thread: strictly one at a time, in
 // order, each result persisted as a tool message before the next call
@@ -52,6 +63,8 @@ type Executor struct {
 	ev     *events // shared by the per-turn views of a Runtime
 	locks  *keyedMutex
 	tracer trace.Tracer
+	// maxNest bounds the nesting level of calls.
+	maxNest int
 }
 
 // NewExecutor returns an executor of the tools registered in reg.
@@ -60,12 +73,15 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		opts = &ExecutorOptions{}
 	}
 	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider),
-		ev: &events{}, locks: &keyedMutex{}}
+		ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting}
+	if e.maxNest <= 0 {
+		e.maxNest = DefaultMaxNesting
+	}
 	if e.store == nil {
 		e.store = NewMemoryStore()
 	}
 	if e.log == nil {
-		e.log = discardLogger
+		e.log = defaultLogger
 	}
 	if e.code == nil {
 		e.code = defaultCodeRunner()
@@ -75,6 +91,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		if v.Type == "" {
 			v.Type = VarSecret
 		}
+		warnShortSecret(context.Background(), e.log, "runtime-instance env", k, v)
 		e.env[k] = v
 	}
 	return e
@@ -145,6 +162,7 @@ type batch struct {
 	prompt    string
 	parentID  string
 	depth     int
+	nest      int             // nesting level of the batch's own calls (sub-prompts: one more than their caller)
 	started   map[string]bool // calls whose tool_call_started already fired
 	side      string          // acting side, recorded on stored results
 	turn      *turnState      // the runtime turn, nil for a bare run
@@ -164,6 +182,9 @@ type batch struct {
 type pending struct {
 	call   ToolCall
 	queued bool
+	// refused, when set, is the error text the call is stored with instead
+	// of running (a resumed queued call whose arguments cannot be restored).
+	refused string
 }
 
 func (e *Executor) newBatch(ctx context.Context, threadID string, create bool) (*batch, error) {
@@ -177,7 +198,7 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, create bool) (
 	if err != nil {
 		return nil, &StoreError{Op: "load thread " + threadID, Err: err}
 	}
-	b := &batch{threadID: threadID, thread: th}
+	b := &batch{threadID: threadID, thread: th, nest: nestingOf(ctx)}
 	if b.env, err = e.store.ListEnv(ctx, ScopeThread, threadID); err != nil {
 		return nil, &StoreError{Op: "load thread env", Err: err}
 	}
@@ -252,7 +273,9 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	queuedBefore := len(b.queue)
 	b.curCall, b.queuedN = c.ID, 0
 	b.mu.Unlock()
-	if b.offered != nil && !p.queued && !b.offered[c.Name] {
+	if p.refused != "" {
+		res = Result{Status: StatusError, Error: p.refused, ErrorCode: "not_resumable"}
+	} else if b.offered != nil && !p.queued && !b.offered[c.Name] {
 		// The allowed-tools gate: no hooks fire for a refused call (reference E7).
 		res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
 	} else {
@@ -285,9 +308,16 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	}
 	b.mu.Lock()
 	if len(b.queue) > queuedBefore {
+		// The live queue keeps the real arguments; what is stored is
+		// redacted, and says so when a secret was taken out.
 		calls := make([]any, 0, len(b.queue)-queuedBefore)
 		for _, q := range b.queue[queuedBefore:] {
-			calls = append(calls, map[string]any{"id": q.call.ID, "name": q.call.Name, "arguments": q.call.Arguments})
+			args := red.String(q.call.Arguments)
+			qc := map[string]any{"id": q.call.ID, "name": q.call.Name, "arguments": args}
+			if args != q.call.Arguments {
+				qc[metaArgumentsRedacted] = true
+			}
+			calls = append(calls, qc)
 		}
 		if msg.Metadata == nil {
 			msg.Metadata = map[string]any{}
@@ -302,6 +332,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 	}
 	out.Result, out.Message = res, msg
+	out.Call.Arguments = red.String(out.Call.Arguments)
 	if res.IsError() {
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
@@ -328,9 +359,17 @@ func (e *Executor) requeue(b *batch, m *Message) {
 		id, _ := q["id"].(string)
 		name, _ := q["name"].(string)
 		args, _ := q["arguments"].(string)
-		if id != "" && name != "" {
-			b.queue = append(b.queue, pending{call: ToolCall{ID: id, Name: name, Arguments: args}, queued: true})
+		if id == "" || name == "" {
+			continue
 		}
+		p := pending{call: ToolCall{ID: id, Name: name, Arguments: args}, queued: true}
+		if redacted, _ := q[metaArgumentsRedacted].(bool); redacted {
+			// Its stored arguments lost a secret to redaction: running it
+			// with placeholders (or with a secret guessed back in) would be
+			// wrong, so it is refused, visibly.
+			p.refused = fmt.Sprintf("Queued call %q was not resumed: its arguments contained a secret, which is not stored. Pass secrets through the thread env, not in QueueTool arguments.", name)
+		}
+		b.queue = append(b.queue, p)
 	}
 }
 
@@ -388,18 +427,25 @@ func resultOf(m *Message) Result {
 // non-nil when the tool asked to abort the run.
 func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, name, args string) (res Result, abort error) {
 	ns := ""
-	if caller != nil && caller.tool != nil {
-		ns = caller.tool.namespace
+	level := b.nest
+	if caller != nil {
+		level = caller.nest + 1
+		if caller.tool != nil {
+			ns = caller.tool.namespace
+		}
+	}
+	if level > e.maxNest {
+		return nestingResult(name, level, e.maxNest), nil
 	}
 	if b.turn != nil {
-		if res, handled, abort := b.turn.dispatch(ctx, b, name, args, caller != nil); handled {
+		if res, handled, abort := b.turn.dispatch(ctx, b, name, args, level); handled {
 			return res, abort
 		}
 	}
 	ent := e.reg.lookup(name, ns)
 	if ent == nil || ent.tool == nil {
 		if b.turn != nil {
-			if res, handled, abort := b.turn.dispatchDefinition(ctx, b, ent, name, args, caller != nil); handled {
+			if res, handled, abort := b.turn.dispatchDefinition(ctx, b, ent, name, args, level, caller != nil); handled {
 				return res, abort
 			}
 		}
@@ -413,8 +459,27 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 	if missing := e.missingVariables(b, t.variables); len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	st := &callState{e: e, b: b, tool: t}
+	st := &callState{e: e, b: b, tool: t, nest: level}
 	return callTool(ctx, t, st, in)
+}
+
+// nestingKey carries, in the context of a blocking subagent's Send, the
+// nesting level its batches start at.
+type nestingKey struct{}
+
+func withNesting(ctx context.Context, level int) context.Context {
+	return context.WithValue(ctx, nestingKey{}, level)
+}
+
+func nestingOf(ctx context.Context) int {
+	n, _ := ctx.Value(nestingKey{}).(int)
+	return n
+}
+
+// nestingResult refuses a call nested past the limit.
+func nestingResult(name string, level, limit int) Result {
+	return Result{Status: StatusError, ErrorCode: "max_nesting",
+		Error: fmt.Sprintf("Tool %q was not run: it would be nested %d levels deep (tools invoking tools, and prompt tools), past the limit of %d.", name, level, limit)}
 }
 
 // prepareArgs parses, validates and defaults the argument text for t, or
@@ -491,32 +556,70 @@ func prepareArgsGeneral(s *schema.Schema, text string, typed bool) (_ toolArgs, 
 	return toolArgs{raw: raw}, Result{}, true
 }
 
-// callTool calls the tool's Execute with panics recovered and normalises
-// what it returned.
+// callTool calls the tool's Execute and normalises what it returned. The
+// tool runs on a goroutine of its own, so that nothing it does ends the
+// caller's goroutine: a panic becomes an error result with its stack, and
+// runtime.Goexit (t.FailNow inside a test assertion) becomes an error
+// result too, where on the caller's goroutine it would have unwound Run
+// itself and stored nothing.
 func callTool(ctx context.Context, t *funcTool, st ThreadState, in toolArgs) (res Result, abort error) {
+	f := callFrames.Get().(*callFrame)
+	f.ctx, f.tool, f.st, f.in = ctx, t, st, in
+	go f.run()
+	<-f.done
+	res, abort = f.res, f.abort
+	*f = callFrame{done: f.done}
+	callFrames.Put(f)
+	if res.Status != StatusError {
+		res.Status = StatusSuccess
+	} else if res.Error == "" {
+		res.Error = res.Result
+	}
+	return res, abort
+}
+
+// callFrame carries one tool call to the goroutine that runs it. Frames
+// are pooled with their channel.
+type callFrame struct {
+	ctx   context.Context
+	tool  *funcTool
+	st    ThreadState
+	in    toolArgs
+	res   Result
+	abort error
+	done  chan struct{}
+}
+
+var callFrames = sync.Pool{New: func() any { return &callFrame{done: make(chan struct{}, 1)} }}
+
+func (f *callFrame) run() {
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			res = Result{Status: StatusError, Error: fmt.Sprintf("tool panicked: %v", p), Stack: string(debug.Stack())}
-			abort = nil
+		if !returned {
+			if p := recover(); p != nil {
+				f.res = Result{Status: StatusError, Error: "tool panicked: " + safefmt.Sprint(p), Stack: string(debug.Stack())}
+			} else {
+				// Only runtime.Goexit unwinds a goroutine without a panic.
+				f.res = Result{Status: StatusError, Error: "tool exited its goroutine (runtime.Goexit, as t.FailNow does) before returning a result",
+					ErrorCode: "tool_goexit", Stack: string(debug.Stack())}
+			}
+			f.abort = nil
 		}
+		f.done <- struct{}{}
 	}()
-	r, err := t.call(ctx, st, in)
+	r, err := f.tool.call(f.ctx, f.st, f.in)
 	if err != nil {
-		r = Result{Status: StatusError, Error: err.Error(), Attachments: r.Attachments, Refs: r.Refs}
+		r = Result{Status: StatusError, Error: safefmt.Error(err), Attachments: r.Attachments, Refs: r.Refs}
 		var coded interface{ Code() string }
 		if errors.As(err, &coded) {
 			r.ErrorCode = coded.Code()
 		}
 		if errors.Is(err, ErrAbort) {
-			abort = err
+			f.abort = err
 		}
 	}
-	if r.Status != StatusError {
-		r.Status = StatusSuccess
-	} else if r.Error == "" {
-		r.Error = r.Result
-	}
-	return r, abort
+	f.res = r
+	returned = true
 }
 
 func (e *Executor) missingVariables(b *batch, vars []Variable) []string {
@@ -610,10 +713,13 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 	for _, a := range res.Attachments {
 		ref, err := e.writeAttachment(ctx, b.threadID, a)
 		if err != nil {
-			e.log.WarnContext(ctx, "toolrun: attachment skipped", "thread", b.threadID, "tool", c.Name, "name", a.Name, "error", red.String(err.Error()))
+			e.log.WarnContext(ctx, "toolrun: attachment skipped", "thread", b.threadID, "tool", c.Name, "name", red.String(a.Name), "error", red.String(err.Error()))
 			continue
 		}
 		refs = append(refs, ref)
+	}
+	for i := range refs {
+		refs[i] = redactRef(refs[i], red)
 	}
 	res.Attachments = nil
 	res.Refs = refs
@@ -621,6 +727,8 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 	res.Result = red.String(res.Result)
 	res.Error = red.String(res.Error)
 	res.Stack = red.String(res.Stack)
+	res.ErrorCode = red.String(res.ErrorCode)
+	res.SubagentID = red.String(strings.TrimSpace(res.SubagentID))
 	if res.ErrorData != nil && red.active() {
 		// A JSON round trip first, so values of any Go type are reached.
 		if raw, err := json.Marshal(res.ErrorData); err == nil {
@@ -657,7 +765,7 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 	if res.ErrorCode != "" || res.ErrorData != nil || res.Stack != "" {
 		meta = map[string]any{}
 		if res.ErrorCode != "" {
-			meta[MetaErrorCode] = red.String(res.ErrorCode)
+			meta[MetaErrorCode] = res.ErrorCode
 		}
 		if res.ErrorData != nil {
 			meta[MetaErrorData] = res.ErrorData
@@ -689,11 +797,22 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		ParentID:    b.parentID,
 		Depth:       b.depth,
 		Prompt:      b.prompt,
-		SubagentID:  strings.TrimSpace(res.SubagentID),
+		SubagentID:  res.SubagentID,
 		Metadata:    meta,
 		CreatedAt:   time.Now().UTC(),
 	}
 	return msg, res
+}
+
+// redactRef redacts the texts of an attachment ref: a name, path, MIME type
+// or description can carry a secret into the content the model reads.
+func redactRef(r AttachmentRef, red redactor) AttachmentRef {
+	r.ID = red.String(r.ID)
+	r.Path = red.String(r.Path)
+	r.Name = red.String(r.Name)
+	r.MimeType = red.String(r.MimeType)
+	r.Description = red.String(r.Description)
+	return r
 }
 
 // attachmentExt picks a file extension from the MIME type, else the name.
@@ -789,7 +908,7 @@ func (e *Executor) fireDone(ctx context.Context, b *batch, c ToolCall, res Resul
 func (e *Executor) safeHook(ctx context.Context, name string, fn func()) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", name, "panic", fmt.Sprint(p))
+			e.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", name, "panic", safefmt.Sprint(p))
 		}
 	}()
 	fn()

@@ -77,9 +77,14 @@ const (
 	MetaQueued    = "queued"     // bool: the call was queued by a tool, not issued by a model
 	MetaArguments = "arguments"  // string: the JSON arguments of a queued call
 	// MetaQueuedCalls lists the calls ([]{id, name, arguments}) a call
-	// queued, so a resumed batch queues them again.
+	// queued, so a resumed batch queues them again. Their arguments are
+	// redacted.
 	MetaQueuedCalls = "queued_calls"
 )
+
+// metaArgumentsRedacted marks a queued_calls entry whose arguments had a
+// secret replaced.
+const metaArgumentsRedacted = "arguments_redacted"
 
 // AttachmentRef points at a file in a thread's file system (spec
 // AttachmentRef). Refs on a message are always valid for that message's thread.

@@ -1,8 +1,8 @@
 package toolrun
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"regexp"
 	"sort"
@@ -34,7 +34,7 @@ func isReserved(name string) bool {
 // RegistryOptions configures a Registry. The zero value is valid.
 type RegistryOptions struct {
 	// Logger receives warnings, such as a name that is not snake_case.
-	// nil discards them.
+	// nil sends warnings and errors to slog.Default() and drops the rest.
 	Logger *slog.Logger
 }
 
@@ -63,12 +63,42 @@ func NewRegistry(opts *RegistryOptions) *Registry {
 	if opts != nil && opts.Logger != nil {
 		r.log = opts.Logger
 	} else {
-		r.log = discardLogger
+		r.log = defaultLogger
 	}
 	return r
 }
 
-var discardLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// defaultLogger is the logger of a component configured without one: its
+// warnings and errors go to slog.Default() (a problem should not go unseen
+// because nobody set a logger up), everything quieter is dropped.
+var defaultLogger = slog.New(warnHandler{})
+
+// warnHandler forwards records at Warn and above to the handler of
+// slog.Default() at the time of the record, with the attributes and groups
+// added to it replayed in order.
+type warnHandler struct {
+	with []func(slog.Handler) slog.Handler
+}
+
+func (warnHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && slog.Default().Handler().Enabled(ctx, l)
+}
+
+func (h warnHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.Default().Handler()
+	for _, w := range h.with {
+		out = w(out)
+	}
+	return out.Handle(ctx, r)
+}
+
+func (h warnHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return warnHandler{with: append(h.with[:len(h.with):len(h.with)], func(o slog.Handler) slog.Handler { return o.WithAttrs(as) })}
+}
+
+func (h warnHandler) WithGroup(name string) slog.Handler {
+	return warnHandler{with: append(h.with[:len(h.with):len(h.with)], func(o slog.Handler) slog.Handler { return o.WithGroup(name) })}
+}
 
 // Register adds top-level definitions. It checks every definition first and
 // adds all of them or none: it refuses an invalid or reserved name, a name
@@ -150,6 +180,16 @@ func (r *Registry) register(ns string, defs []Definition) error {
 	}
 	for _, e := range entries {
 		r.names[e.name] = e
+		var defaults map[string]string
+		switch d := e.def.(type) {
+		case *Prompt:
+			defaults = d.Env
+		case *Agent:
+			defaults = d.Env
+		}
+		for k, v := range defaults {
+			warnShortSecret(context.Background(), r.log, kindOf(e.def)+" "+e.name+" env defaults", k, EnvValue{Value: v, Type: VarSecret})
+		}
 		base := e.name[strings.LastIndexByte(e.name, '/')+1:]
 		if !snakeRE.MatchString(base) {
 			r.log.Warn("toolrun: definition name is not snake_case", "name", e.name, "kind", kindOf(e.def))

@@ -24,7 +24,8 @@ type RuntimeOptions struct {
 	Store Store
 	// Env is the runtime-instance environment (last link of the env chain).
 	Env map[string]EnvValue
-	// Logger receives the runtime's logs; nil discards them.
+	// Logger receives the runtime's logs; nil sends warnings and errors to
+	// slog.Default() and drops the rest.
 	Logger *slog.Logger
 	// Hooks are called around tool calls.
 	Hooks Hooks
@@ -37,9 +38,12 @@ type RuntimeOptions struct {
 	// random id per Runtime.
 	Owner string
 	// MaxTotalSteps is the global ceiling of model requests in one
-	// execution (a Send and the turns it starts); 0 means 250, raised to the
-	// largest side MaxSteps when that is bigger.
+	// execution (a Send and the turns it starts), sub-prompt requests
+	// included; 0 means 250, raised to the acting side's MaxSteps when that
+	// is bigger.
 	MaxTotalSteps int
+	// MaxNesting bounds how deeply calls nest (ExecutorOptions.MaxNesting).
+	MaxNesting int
 }
 
 // Runtime runs agents on threads: a model answers, its tool calls run
@@ -78,7 +82,8 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	if opts == nil {
 		opts = &RuntimeOptions{}
 	}
-	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner, TracerProvider: opts.TracerProvider})
+	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner,
+		TracerProvider: opts.TracerProvider, MaxNesting: opts.MaxNesting})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
 		turns: ex.locks, bg: newWorkCounter(), owner: opts.Owner}
 	if rt.maxTotal <= 0 {
@@ -177,6 +182,7 @@ func (rt *Runtime) NewThread(ctx context.Context, agent string, opts *ThreadOpti
 		if v.Type == "" {
 			v.Type = VarSecret
 		}
+		warnShortSecret(ctx, rt.log, "thread env (NewThread)", k, v)
 		if err := rt.store.SetEnv(ctx, ScopeThread, th.ID, k, v); err != nil {
 			return nil, &StoreError{Op: "set thread env", Err: err}
 		}
@@ -284,6 +290,7 @@ type turnState struct {
 	mu      sync.Mutex // guards handoff (tools may call InvokeTool from goroutines)
 	handoff *handoff
 	total   *atomic.Int64 // model requests of the execution
+	ceiling int           // the execution's limit of model requests
 	parent  *turnState    // the calling turn of a sub-prompt
 }
 
@@ -406,6 +413,7 @@ func (rt *Runtime) SetEnv(ctx context.Context, threadID, name string, v EnvValue
 	if v.Type == "" {
 		v.Type = VarSecret
 	}
+	warnShortSecret(ctx, rt.log, "thread env (Runtime.SetEnv)", name, v)
 	if err := rt.store.SetEnv(ctx, ScopeThread, threadID, name, v); err != nil {
 		return &StoreError{Op: "set env " + name, Err: err}
 	}
@@ -487,11 +495,11 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 	if !ok {
 		return turnResult{}, fmt.Errorf("toolrun: prompt %s: model %q is not registered", prompt.Name, prompt.Model)
 	}
-	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, total: total}
 	ceiling := rt.maxTotal
 	if side.MaxSteps > ceiling {
 		ceiling = side.MaxSteps
 	}
+	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, total: total, ceiling: ceiling}
 	turnStart, err := rt.lastSeq(ctx, th.ID)
 	if err != nil {
 		return turnResult{}, err

@@ -13,6 +13,7 @@ type callState struct {
 	e    *Executor
 	b    *batch
 	tool *funcTool // the running tool: its uses list and package
+	nest int       // the call's nesting level (0: a call of a top-level batch)
 }
 
 var _ ThreadState = (*callState)(nil)
@@ -83,6 +84,7 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	}
 	s.b.mu.Unlock()
 	v := EnvValue{Value: value, Type: t}
+	warnShortSecret(ctx, s.e.log, "thread env (SetEnv)", name, v)
 	if err := s.e.store.SetEnv(ctx, ScopeThread, s.b.threadID, name, v); err != nil {
 		return &StoreError{Op: "set env " + name, Err: err}
 	}
@@ -164,7 +166,14 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 	}
 	red := s.e.redactor(s.b)
 	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: redactMap(m.Metadata, red),
-		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt, Attachments: m.Attachments}
+		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt,
+		ToolCallID: red.String(m.ToolCallID), Name: red.String(m.Name), ToolStatus: m.ToolStatus}
+	for _, c := range m.ToolCalls {
+		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: red.String(c.ID), Name: red.String(c.Name), Arguments: red.String(c.Arguments)})
+	}
+	for _, a := range m.Attachments {
+		msg.Attachments = append(msg.Attachments, redactRef(a, red))
+	}
 	if err := s.e.store.AppendMessages(ctx, s.b.threadID, msg); err != nil {
 		return &StoreError{Op: "inject message", Err: err}
 	}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // Child registry statuses.
@@ -207,6 +209,10 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 	child, ok := rt.reg.Agent(rel.Agent)
 	if !ok || !child.ExposeAsTool {
 		return Errorf("Subagent relationship %q is not declared on this agent.", relName)
+	}
+	if level := nestingOf(ctx); rel.Blocking && level > rt.ex.maxNest {
+		// A blocking child runs inside this call, so chains of them nest.
+		return nestingResult(ToolSubagentCreate, level, rt.ex.maxNest)
 	}
 	// Arguments against the child's side-A requiredSchema (reference H9).
 	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
@@ -496,14 +502,16 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 // runBackground runs a non-blocking child; when it finishes, the parent is
 // told with a queued message that starts the parent's next turn (H8).
 func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
-	bctx := context.WithoutCancel(ctx)
+	// Background work runs on a goroutine of its own: it starts again at
+	// nesting level 0.
+	bctx := withNesting(context.WithoutCancel(ctx), 0)
 	rt = rt.base // the child and the parent's next turn acquire their own threads
 	rt.bg.start()
 	go func() {
 		defer rt.bg.done()
 		defer func() {
 			if p := recover(); p != nil {
-				rt.log.ErrorContext(bctx, "toolrun: subagent crashed", "child", entry.Reference, "panic", fmt.Sprint(p))
+				rt.log.ErrorContext(bctx, "toolrun: subagent crashed", "child", entry.Reference, "panic", safefmt.Sprint(p))
 				rt.settle(bctx, entry, ChildFailed)
 			}
 		}()

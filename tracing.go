@@ -37,7 +37,82 @@ func (e *Executor) startToolSpan(ctx context.Context, b *batch, c ToolCall) (con
 			attribute.String("toolrun.thread.id", b.threadID),
 		)
 	}
+	// The tool finds the span in its ctx and may record on it: what it
+	// records is redacted like everything else that leaves a tool.
+	ctx = trace.ContextWithSpan(ctx, redactingSpan{Span: span, red: func() redactor { return e.redactor(b) }})
 	return ctx, span
+}
+
+// redactingSpan passes a span's recordings through redaction: attribute
+// values and keys, event names and attributes, recorded errors, the status
+// description and the span name.
+type redactingSpan struct {
+	trace.Span
+	red func() redactor
+}
+
+func (s redactingSpan) SetAttributes(kv ...attribute.KeyValue) {
+	s.Span.SetAttributes(redactAttrs(s.red(), kv)...)
+}
+
+func (s redactingSpan) AddEvent(name string, opts ...trace.EventOption) {
+	red := s.red()
+	s.Span.AddEvent(red.String(name), redactEventOptions(red, opts)...)
+}
+
+func (s redactingSpan) RecordError(err error, opts ...trace.EventOption) {
+	red := s.red()
+	if err != nil {
+		err = redactError(err, red)
+	}
+	s.Span.RecordError(err, redactEventOptions(red, opts)...)
+}
+
+func (s redactingSpan) SetStatus(code codes.Code, description string) {
+	s.Span.SetStatus(code, s.red().String(description))
+}
+
+func (s redactingSpan) SetName(name string) { s.Span.SetName(s.red().String(name)) }
+
+func (s redactingSpan) AddLink(l trace.Link) {
+	l.Attributes = redactAttrs(s.red(), l.Attributes)
+	s.Span.AddLink(l)
+}
+
+// redactEventOptions rebuilds event options with their attributes redacted.
+func redactEventOptions(red redactor, opts []trace.EventOption) []trace.EventOption {
+	if !red.active() || len(opts) == 0 {
+		return opts
+	}
+	cfg := trace.NewEventConfig(opts...)
+	out := []trace.EventOption{trace.WithAttributes(redactAttrs(red, cfg.Attributes())...), trace.WithStackTrace(cfg.StackTrace())}
+	if ts := cfg.Timestamp(); !ts.IsZero() {
+		out = append(out, trace.WithTimestamp(ts))
+	}
+	return out
+}
+
+func redactAttrs(red redactor, kv []attribute.KeyValue) []attribute.KeyValue {
+	if !red.active() || len(kv) == 0 {
+		return kv
+	}
+	out := make([]attribute.KeyValue, len(kv))
+	for i, a := range kv {
+		key := attribute.Key(red.String(string(a.Key)))
+		switch a.Value.Type() {
+		case attribute.STRING:
+			out[i] = key.String(red.String(a.Value.AsString()))
+		case attribute.STRINGSLICE:
+			ss := a.Value.AsStringSlice()
+			for j := range ss {
+				ss[j] = red.String(ss[j])
+			}
+			out[i] = key.StringSlice(ss)
+		default:
+			out[i] = attribute.KeyValue{Key: key, Value: a.Value}
+		}
+	}
+	return out
 }
 
 // endToolSpan records the (redacted) outcome and ends the span.

@@ -1,6 +1,8 @@
 package toolrun
 
 import (
+	"context"
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -36,6 +38,15 @@ type Variable struct {
 // redactMinLen is the shortest secret value that is redacted: replacing a
 // one- to three-character value everywhere would garble unrelated text.
 const redactMinLen = 4
+
+// warnShortSecret logs, at Warn, that a secret value is too short to be
+// redacted. where says how it was set ("thread env", "agent defaults" …).
+func warnShortSecret(ctx context.Context, log *slog.Logger, where, name string, v EnvValue) {
+	if typeOr(v.Type) == VarSecret && v.Value != "" && len(v.Value) < redactMinLen {
+		log.WarnContext(ctx, "toolrun: secret value shorter than 4 bytes is not redacted: use a longer value, or type text if it may be shown",
+			"name", name, "set_in", where)
+	}
+}
 
 // redactor replaces secret values by [REDACTED:<NAME>] in text, including
 // their JSON-escaped and URL-encoded forms. The zero value redacts nothing.

@@ -77,6 +77,7 @@ func ForType(t reflect.Type) (map[string]any, error) {
 		return nil, fmt.Errorf("argument type %s: %w", t, err)
 	}
 	stripKeys(doc)
+	addTypeBounds(t, doc)
 	return doc, nil
 }
 

@@ -1,0 +1,242 @@
+package toolrun_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+)
+
+// The catalogue of attacks on the host from a tool or a model. Each case
+// says what it attacks and what must hold. Cases marked child would kill or
+// hang the whole test binary on a regression (Go's fatal errors cannot be
+// recovered), so they run in a child process: the test binary runs itself
+// with one case selected, and a regression fails that case instead.
+
+type hostileCase struct {
+	name    string
+	attacks string
+	holds   string
+	child   bool
+	run     func(t *testing.T)
+}
+
+const hostileCaseEnv = "TOOLRUN_HOSTILE_CASE"
+
+func hostileCases() []hostileCase {
+	return []hostileCase{
+		{
+			name:    "panic value whose String panics",
+			attacks: "a tool panics with a value whose String method panics with itself, so formatting the recovered value panics again inside the recover",
+			holds:   "the call gets an error result naming the value's type, and the batch goes on",
+			child:   true,
+			run: func(t *testing.T) {
+				ex := newExec(t, nil,
+					fn("boom", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { panic(selfPanicker{}) }),
+					fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+				out := run(t, ex, "t", call("1", "boom", ""), call("2", "next", ""))
+				require.Len(t, out, 2)
+				assert.True(t, out[0].Result.IsError())
+				assert.Contains(t, out[0].Result.Error, "tool panicked: value of type toolrun_test.selfPanicker")
+				assert.Equal(t, "ran", out[1].Message.Content)
+			},
+		},
+		{
+			name:    "returned error whose Error method panics",
+			attacks: "a tool returns an error whose Error method panics",
+			holds:   "the call gets an error result naming the error's type",
+			child:   true,
+			run: func(t *testing.T) {
+				ex := newExec(t, nil, fn("bad", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Result{}, panickyError{} }))
+				out := run(t, ex, "t", call("1", "bad", ""))
+				assert.Contains(t, out[0].Message.Content, "toolrun_test.panickyError")
+			},
+		},
+		{
+			name:    "runtime.Goexit in a tool",
+			attacks: "a tool calls runtime.Goexit, as t.FailNow does inside a require assertion",
+			holds:   "Run returns, the call has a stored error result saying so, and the next call runs",
+			child:   true,
+			run: func(t *testing.T) {
+				ex := newExec(t, nil,
+					fn("fails_now", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { runtimeGoexit(); return toolrun.Text("unreachable"), nil }),
+					fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+				done := make(chan []toolrun.Outcome, 1)
+				go func() {
+					out, err := ex.Run(context.Background(), "t", []toolrun.ToolCall{call("1", "fails_now", ""), call("2", "next", "")})
+					if err == nil {
+						done <- out
+					}
+					close(done)
+				}()
+				select {
+				case out := <-done:
+					require.Len(t, out, 2)
+					assert.Contains(t, out[0].Message.Content, "runtime.Goexit")
+					assert.Equal(t, "tool_goexit", out[0].Message.Metadata[toolrun.MetaErrorCode])
+					assert.Equal(t, "ran", out[1].Message.Content)
+				case <-time.After(20 * time.Second):
+					t.Fatal("Run did not return after a tool called runtime.Goexit")
+				}
+			},
+		},
+		{
+			name:    "InvokeTool recursion without end",
+			attacks: "a tool invokes itself through InvokeTool forever, which overflowed the goroutine stack (fatal, not recoverable)",
+			holds:   "the innermost call past the nesting limit gets an error result naming the limit, and every level returns",
+			child:   true,
+			run: func(t *testing.T) {
+				var depth atomic.Int32
+				recurse := fn("recurse", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+					depth.Add(1)
+					return s.InvokeTool(ctx, "recurse", nil), nil
+				})
+				out := run(t, newExec(t, nil, recurse), "t", call("1", "recurse", ""))
+				assert.Equal(t, int32(toolrun.DefaultMaxNesting+1), depth.Load(), "levels 0 … limit run")
+				assert.Contains(t, out[0].Message.Content, "past the limit of 32")
+				out = run(t, newExec(t, &toolrun.ExecutorOptions{MaxNesting: 3}, recurse), "t2", call("1", "recurse", ""))
+				assert.Contains(t, out[0].Message.Content, "past the limit of 3")
+			},
+		},
+		{
+			name:    "prompt tool that calls itself",
+			attacks: "a model keeps calling a prompt tool from inside that prompt tool's own sub-prompt",
+			holds:   "sub-prompts nest up to the limit and no further, each level's request counts against the run's request ceiling, and Send returns",
+			child:   true,
+			run: func(t *testing.T) {
+				loop := &loopProvider{call: "again"}
+				reg := toolrun.NewRegistry(nil)
+				require.NoError(t, reg.Register(
+					&toolrun.Model{Name: "m", Provider: loop, ID: "loop"},
+					&toolrun.Prompt{Name: "again", Model: "m", ToolDescription: "again", Tools: []toolrun.PromptTool{toolrun.Use("again")}},
+					&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "again", MaxSteps: 1}, SideB: toolrun.Side{Human: true}},
+				))
+				rt := toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{MaxNesting: 4})
+				th, err := rt.NewThread(context.Background(), "a", nil)
+				require.NoError(t, err)
+				_, err = rt.Send(context.Background(), th.ID, "go")
+				require.NoError(t, err)
+				assert.Equal(t, int32(5), loop.requests.Load(), "the turn's request and one per nesting level 1 … 4")
+
+				loop = &loopProvider{call: "again"}
+				reg = toolrun.NewRegistry(nil)
+				require.NoError(t, reg.Register(
+					&toolrun.Model{Name: "m", Provider: loop, ID: "loop"},
+					&toolrun.Prompt{Name: "again", Model: "m", ToolDescription: "again", Tools: []toolrun.PromptTool{toolrun.Use("again")}},
+					&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "again", MaxSteps: 1}, SideB: toolrun.Side{Human: true}},
+				))
+				rt = toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{MaxTotalSteps: 3})
+				th, err = rt.NewThread(context.Background(), "a", nil)
+				require.NoError(t, err)
+				reply, err := rt.Send(context.Background(), th.ID, "go")
+				require.NoError(t, err)
+				assert.Equal(t, int32(3), loop.requests.Load(), "sub-prompt requests stop at the ceiling")
+				var refused bool
+				for _, m := range reply.Messages {
+					refused = refused || strings.Contains(m.Content, "reached its limit of 3 model requests")
+				}
+				assert.True(t, refused, "the sub-prompt past the ceiling is refused with a result saying so")
+			},
+		},
+		{
+			name:    "integer out of its Go type's range",
+			attacks: "a model sends 300 for an int8 field, inside the advertised schema, so decoding failed with Go's type names",
+			holds:   "validation refuses it in the contract's form, naming the field",
+			run: func(t *testing.T) {
+				type sized struct {
+					Small int8   `json:"small"`
+					Count uint32 `json:"count"`
+				}
+				ex := newExec(t, nil, &toolrun.Func[sized]{Name: "sized", Execute: func(context.Context, toolrun.ThreadState, sized) (toolrun.Result, error) {
+					return toolrun.Text("ran"), nil
+				}})
+				out := run(t, ex, "t", call("1", "sized", `{"small":300,"count":-1}`))
+				c := out[0].Message.Content
+				assert.True(t, strings.HasPrefix(c, "Failed to execute tool: Tool argument validation failed: [count] "), c)
+				assert.Contains(t, c, "; [small] ")
+				assert.NotContains(t, c, "int8")
+				assert.NotContains(t, c, "Go struct")
+			},
+		},
+	}
+}
+
+// TestHostileInput runs the catalogue; child cases run in a child process.
+func TestHostileInput(t *testing.T) {
+	if name := os.Getenv(hostileCaseEnv); name != "" {
+		for _, c := range hostileCases() {
+			if c.name == name {
+				c.run(t)
+				return
+			}
+		}
+		t.Fatalf("no hostile case %q", name)
+	}
+	for _, c := range hostileCases() {
+		t.Run(c.name, func(t *testing.T) {
+			t.Logf("attacks: %s; must hold: %s", c.attacks, c.holds)
+			if !c.child {
+				c.run(t)
+				return
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHostileInput$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), hostileCaseEnv+"="+c.name)
+			out, err := cmd.CombinedOutput()
+			text := string(out)
+			if len(text) > 4000 {
+				text = text[:2000] + "\n…\n" + text[len(text)-2000:]
+			}
+			var exit *exec.ExitError
+			switch {
+			case errors.As(err, &exit):
+				t.Fatalf("the child process failed (%v): the attack got through\n%s", err, text)
+			case err != nil:
+				t.Fatalf("running the child: %v\n%s", err, text)
+			}
+			require.Contains(t, string(out), "--- PASS: TestHostileInput", text)
+		})
+	}
+}
+
+type selfPanicker struct{}
+
+func (selfPanicker) String() string { panic(selfPanicker{}) }
+
+type panickyError struct{}
+
+func (panickyError) Error() string { panic(panickyError{}) }
+
+// loopProvider answers every request with one call of the same tool.
+type loopProvider struct {
+	call     string
+	requests atomic.Int32
+}
+
+func (p *loopProvider) Name() string { return "loop" }
+
+func (p *loopProvider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[toolrun.Chunk, error] {
+	n := p.requests.Add(1)
+	return func(yield func(toolrun.Chunk, error) bool) {
+		c := toolrun.ToolCall{ID: "call_" + string(rune('a'+n%26)) + strings.Repeat("x", int(n)), Name: p.call, Arguments: "{}"}
+		if !yield(toolrun.Chunk{Type: toolrun.ChunkToolCall, ToolCall: c}, nil) {
+			return
+		}
+		yield(toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: "tool_calls"}, nil)
+	}
+}
+
+// runtimeGoexit is runtime.Goexit, kept apart so the cases read plainly.
+func runtimeGoexit() { runtime.Goexit() }
