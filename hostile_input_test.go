@@ -58,7 +58,9 @@ func hostileCases() []hostileCase {
 			holds:   "the call gets an error result naming the error's type",
 			child:   true,
 			run: func(t *testing.T) {
-				ex := newExec(t, nil, fn("bad", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Result{}, panickyError{} }))
+				ex := newExec(t, nil, fn("bad", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+					return toolrun.Result{}, panickyError{}
+				}))
 				out := run(t, ex, "t", call("1", "bad", ""))
 				assert.Contains(t, out[0].Message.Content, "toolrun_test.panickyError")
 			},
@@ -70,7 +72,10 @@ func hostileCases() []hostileCase {
 			child:   true,
 			run: func(t *testing.T) {
 				ex := newExec(t, nil,
-					fn("fails_now", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { runtimeGoexit(); return toolrun.Text("unreachable"), nil }),
+					fn("fails_now", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+						runtimeGoexit()
+						return toolrun.Text("unreachable"), nil
+					}),
 					fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
 				done := make(chan []toolrun.Outcome, 1)
 				go func() {

@@ -72,8 +72,13 @@ func TestResumedQueuedCallWhoseArgumentsHeldASecretIsRefusedNotGuessed(t *testin
 			}
 			return toolrun.Text("queued"), s.QueueTool("plain", nil)
 		}),
-		fn("notify", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { ran++; return toolrun.Text("sent"), nil }),
-		fn("plain", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("plain ran"), nil }),
+		fn("notify", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			ran++
+			return toolrun.Text("sent"), nil
+		}),
+		fn("plain", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("plain ran"), nil
+		}),
 	}
 	// A crash after the queuing call's result was stored: store only that.
 	first := secretExec(t, nil, defs...)
