@@ -262,6 +262,11 @@ const (
 // version). It does not check that s can be opened.
 func IsSealed(s string) bool { return strings.HasPrefix(s, prefix) }
 
+// Prefix returns the text every value Seal writes with the key id starts
+// with, "toolrun:sealed:v1:<id>:", for finding such values in a database
+// (a SQL range or substring test).
+func Prefix(keyID string) string { return prefix + version + ":" + keyID + ":" }
+
 // KeyID returns the key id a sealed value of a known version names.
 func KeyID(sealed string) (string, bool) {
 	id, _, err := split(sealed)
@@ -325,7 +330,7 @@ func (r *Ring) Seal(plaintext []byte, context ...string) (string, error) {
 	}
 	id := r.keys[0].ID
 	ct := r.aeads[0].Seal(nil, nil, plaintext, aad(id, context))
-	head := prefix + version + ":" + id + ":"
+	head := Prefix(id)
 	out := make([]byte, len(head)+base64.RawURLEncoding.EncodedLen(len(ct)))
 	copy(out, head)
 	base64.RawURLEncoding.Encode(out[len(head):], ct)

@@ -300,3 +300,11 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestPrefix(t *testing.T) {
+	r := mustRing(t, mustKey(t, "k_1"))
+	s, _ := r.Seal([]byte("v"))
+	if p := keyring.Prefix("k_1"); !strings.HasPrefix(s, p) || p != "toolrun:sealed:v1:k_1:" {
+		t.Errorf("Prefix = %q; sealed value %q", p, s)
+	}
+}

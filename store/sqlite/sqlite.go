@@ -28,6 +28,29 @@
 // rule is a unique index of the database, so it holds for every process that
 // writes to the file.
 //
+// # Secrets
+//
+// Secret env values (every [toolrun.EnvValue] whose Type is not
+// [toolrun.VarText]; an unset type means secret) are encrypted at rest with
+// AES-256-GCM under the key ring of Options.Keys (package store/keyring):
+// the value column holds sealed text that names the key id and opens only
+// in its own row. Nothing else is encrypted: messages, values, files,
+// thread records, env names and types, and text values are stored as
+// given. Without keys, SetEnv refuses a secret value with an error that
+// wraps keyring.ErrNoKey and names the fix, unless
+// Options.PlaintextSecrets allows plain text.
+//
+// A stored value that cannot be decrypted with the configured keys (its key
+// is not in the ring, the key under its id is another one, or the row was
+// altered or copied from another row) makes GetEnv and ListEnv fail with an
+// error that names the variable and the key id and wraps
+// keyring.ErrDecrypt (and keyring.ErrUnknownKey for a missing key); ListEnv
+// then fails as a whole rather than return the owner's env without that
+// value. A secret stored in plain text (by a build before encryption, or
+// with PlaintextSecrets) is recognised as such and stays readable;
+// [Store.ReencryptSecrets] encrypts it, and after a key rotation seals
+// every value again with the ring's first key.
+//
 // # Linking another SQLite driver
 //
 // Importing github.com/ncruces/go-sqlite3/driver registers a database/sql
@@ -59,6 +82,8 @@ import (
 	"github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/internal/envcrypt"
+	"github.com/toolrun/toolrun/store/keyring"
 )
 
 // Synchronous is an SQLite PRAGMA synchronous level (a plain value).
@@ -74,7 +99,7 @@ const (
 )
 
 // Options configure a Store. A nil *Options means defaults. Open reads it
-// once; it is not retained.
+// once; it is not retained (the Keys ring is, and is immutable).
 type Options struct {
 	// Synchronous is the durability level of commits; "" means SyncNormal.
 	// Open applies it to every connection; New leaves the connections of
@@ -91,6 +116,15 @@ type Options struct {
 	// checkpoints then run inside the commits, not in the background).
 	// Open only.
 	Exclusive bool
+	// Keys encrypts secret env values at rest: the ring's first key seals
+	// the values SetEnv writes, every key of it opens stored ones (see
+	// Secrets in the package doc). nil means no keys: SetEnv then refuses
+	// secret values, unless PlaintextSecrets is set.
+	Keys *keyring.Ring
+	// PlaintextSecrets lets a Store without Keys store secret env values
+	// unencrypted, as builds before encryption did. It is meant for
+	// development and tests; it may not be combined with Keys.
+	PlaintextSecrets bool
 }
 
 // Store is a toolrun.Store in an SQLite database. It is safe for concurrent
@@ -108,6 +142,8 @@ type Store struct {
 	cerr   error
 	stmts  sync.Map // query text → *sql.Stmt, reads (on db)
 	wstmts sync.Map // query text → *sql.Stmt, writes (on w.q)
+
+	env envcrypt.Policy // how env values are stored
 }
 
 var _ toolrun.Store = (*Store)(nil)
@@ -126,6 +162,10 @@ var _ toolrun.Store = (*Store)(nil)
 func Open(path string, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
+	}
+	env, err := envcrypt.New(opts.Keys, opts.PlaintextSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	level := opts.Synchronous
 	if level == "" {
@@ -171,7 +211,7 @@ func Open(path string, opts *Options) (*Store, error) {
 	if memory || opts.Exclusive {
 		db.SetMaxOpenConns(1)
 	}
-	s, err := newStore(db, true, !memory && !opts.Exclusive)
+	s, err := newStore(db, true, !memory && !opts.Exclusive, env)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -185,10 +225,17 @@ func Open(path string, opts *Options) (*Store, error) {
 // connections' settings: configure WAL mode, synchronous and busy timeout
 // yourself. Unless db is limited to one connection, the Store keeps one of
 // its connections for its writes until it is closed. Close the Store before
-// db; closing the Store does not close db. opts may be nil; its fields
-// apply to Open only.
+// db; closing the Store does not close db. opts may be nil; of its fields
+// only Keys and PlaintextSecrets apply.
 func New(db *sql.DB, opts *Options) (*Store, error) {
-	s, err := newStore(db, false, false)
+	if opts == nil {
+		opts = &Options{}
+	}
+	env, err := envcrypt.New(opts.Keys, opts.PlaintextSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	s, err := newStore(db, false, false, env)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -197,7 +244,7 @@ func New(db *sql.DB, opts *Options) (*Store, error) {
 
 // newStore migrates db and sets up the write connection; bgCheckpoint
 // moves WAL checkpoints off the write path (see writer).
-func newStore(db *sql.DB, owned, bgCheckpoint bool) (*Store, error) {
+func newStore(db *sql.DB, owned, bgCheckpoint bool, env envcrypt.Policy) (*Store, error) {
 	ctx := context.Background()
 	if err := db.PingContext(ctx); err != nil {
 		return nil, err
@@ -208,7 +255,7 @@ func newStore(db *sql.DB, owned, bgCheckpoint bool) (*Store, error) {
 	if err := migrate(ctx, db); err != nil {
 		return nil, fmt.Errorf("migrate schema: %w", err)
 	}
-	s := &Store{db: db, owned: owned}
+	s := &Store{db: db, owned: owned, env: env}
 	if err := s.w.init(ctx, db, bgCheckpoint); err != nil {
 		return nil, err
 	}
@@ -816,16 +863,21 @@ func checkScope(scope toolrun.EnvScope) error {
 	return nil
 }
 
-// GetEnv implements toolrun.EnvStore.
+// GetEnv implements toolrun.EnvStore. A secret value is decrypted; one
+// that cannot be fails with an error wrapping keyring.ErrDecrypt.
 func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
 	if err := checkScope(scope); err != nil {
 		return toolrun.EnvValue{}, fmt.Errorf("sqlite: get env: %w", err)
 	}
 	var v toolrun.EnvValue
+	var stored string
 	err := s.queryRow(ctx, `SELECT value, type FROM env WHERE scope = ? AND owner_id = ? AND name = ?`,
-		string(scope), ownerID, name).Scan(&v.Value, &v.Type)
+		string(scope), ownerID, name).Scan(&stored, &v.Type)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = toolrun.ErrNotFound
+	}
+	if err == nil {
+		v.Value, err = s.env.Open(scope, ownerID, name, stored, string(v.Type))
 	}
 	if err != nil {
 		return toolrun.EnvValue{}, fmt.Errorf("sqlite: get env %s/%s/%s: %w", scope, ownerID, name, err)
@@ -833,17 +885,22 @@ func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 	return v, nil
 }
 
-// SetEnv implements toolrun.EnvStore.
+// SetEnv implements toolrun.EnvStore. A secret value is encrypted with the
+// first key of Options.Keys; without keys it is refused (an error wrapping
+// keyring.ErrNoKey) unless Options.PlaintextSecrets is set.
 func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
 	if err := checkScope(scope); err != nil {
 		return fmt.Errorf("sqlite: set env: %w", err)
 	}
-	err := s.write(ctx, func() error {
-		_, err := s.exec(ctx, `INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = excluded.value, type = excluded.type`,
-			string(scope), ownerID, name, v.Value, string(v.Type))
-		return err
-	})
+	value, err := s.env.Seal(scope, ownerID, name, v)
+	if err == nil {
+		err = s.write(ctx, func() error {
+			_, err := s.exec(ctx, `INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = excluded.value, type = excluded.type`,
+				string(scope), ownerID, name, value, string(v.Type))
+			return err
+		})
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: set env %s/%s/%s: %w", scope, ownerID, name, err)
 	}
@@ -865,7 +922,10 @@ func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, 
 	return nil
 }
 
-// ListEnv implements toolrun.EnvStore.
+// ListEnv implements toolrun.EnvStore. Secret values are decrypted; when
+// one cannot be, the call fails with that variable's error (wrapping
+// keyring.ErrDecrypt) rather than return the env without it, which would
+// let the variable resolve from further down the env chain.
 func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, fmt.Errorf("sqlite: list env: %w", err)
@@ -877,10 +937,13 @@ func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID str
 	defer rows.Close()
 	out := map[string]toolrun.EnvValue{}
 	for rows.Next() {
-		var name string
+		var name, stored string
 		var v toolrun.EnvValue
-		if err := rows.Scan(&name, &v.Value, &v.Type); err != nil {
+		if err := rows.Scan(&name, &stored, &v.Type); err != nil {
 			return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)
+		}
+		if v.Value, err = s.env.Open(scope, ownerID, name, stored, string(v.Type)); err != nil {
+			return nil, fmt.Errorf("sqlite: list env %s/%s/%s: %w", scope, ownerID, name, err)
 		}
 		out[name] = v
 	}
@@ -888,6 +951,119 @@ func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID str
 		return nil, fmt.Errorf("sqlite: list env %s/%s: %w", scope, ownerID, err)
 	}
 	return out, nil
+}
+
+// reencryptBatch is how many env rows ReencryptSecrets reads at a time.
+const reencryptBatch = 256
+
+// ReencryptSecrets encrypts with the first key of Options.Keys every
+// secret env value that is not yet encrypted with it: secrets stored in
+// plain text (by a build before encryption, or with PlaintextSecrets) and
+// values sealed with an older key of the ring. It returns how many values
+// it rewrote. Run it after putting a new key first in the ring, and drop
+// the old keys only once it has returned without error (and no process
+// still seals with them).
+//
+// It walks the env table in batches; each value is replaced only if its
+// row is unchanged since it was read, so a concurrent SetEnv is never
+// undone, and a run that stops part way (an error, ctx cancelled) can be
+// run again. A value that cannot be decrypted stops it with that
+// variable's error, wrapping keyring.ErrDecrypt. Without keys it fails
+// with an error wrapping keyring.ErrNoKey.
+//
+// The rows are rewritten with PRAGMA secure_delete on, and the WAL is then
+// checkpointed and truncated, so the replaced plaintext does not remain in
+// the database or WAL file. Plaintext that earlier writes left in free
+// space (a secret replaced before encryption was enabled) is not touched:
+// run VACUUM once after the first ReencryptSecrets of a database that held
+// plaintext secrets, and treat secrets that were ever stored in plain text
+// (and copies in backups) as exposed.
+func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
+	if s.env.Keys() == nil {
+		return 0, fmt.Errorf("sqlite: reencrypt secrets: %w", envcrypt.ErrNoKeyToReencrypt)
+	}
+	stale, staleArgs := s.env.Stale("?", "?")
+	query := `SELECT scope, owner_id, name, value, type FROM env
+		WHERE (scope, owner_id, name) > (?, ?, ?) AND ` + stale + `
+		ORDER BY scope, owner_id, name LIMIT ` + fmt.Sprint(reencryptBatch)
+	type row struct{ scope, owner, name, value, typ, sealed string }
+	n := 0
+	var after row
+	for {
+		rows, err := s.query(ctx, query, append([]any{after.scope, after.owner, after.name}, staleArgs...)...)
+		if err != nil {
+			return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
+		}
+		var batch []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.scope, &r.owner, &r.name, &r.value, &r.typ); err != nil {
+				rows.Close()
+				return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
+			}
+			batch = append(batch, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
+		}
+		for i := range batch {
+			r := &batch[i]
+			sealed, ok, err := s.env.Reseal(r.scope, r.owner, r.name, r.value, r.typ)
+			if err != nil {
+				return n, fmt.Errorf("sqlite: reencrypt secrets: env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+			}
+			if ok {
+				r.sealed = sealed
+			}
+		}
+		err = s.write(ctx, func() error {
+			// secure_delete zeroes the space the replaced values leave in
+			// their pages, so a secret that was stored in plain text does
+			// not stay in the file beside its encrypted form.
+			var prev int
+			if err := s.execRow(ctx, `PRAGMA secure_delete`).Scan(&prev); err != nil {
+				return err
+			}
+			if _, err := s.exec(ctx, `PRAGMA secure_delete = ON`); err != nil {
+				return err
+			}
+			defer s.exec(context.WithoutCancel(ctx), `PRAGMA secure_delete = `+fmt.Sprint(prev))
+			for _, r := range batch {
+				if r.sealed == "" {
+					continue
+				}
+				res, err := s.exec(ctx, `UPDATE env SET value = ?
+					WHERE scope = ? AND owner_id = ? AND name = ? AND value = ? AND type = ?`,
+					r.sealed, r.scope, r.owner, r.name, r.value, r.typ)
+				if err != nil {
+					return fmt.Errorf("env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+				}
+				if k, _ := res.RowsAffected(); k == 1 {
+					n++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
+		}
+		if len(batch) < reencryptBatch {
+			break
+		}
+		after = batch[len(batch)-1]
+	}
+	if n > 0 {
+		// Copy the WAL into the database and empty it, so that no older
+		// frame of a rewritten page (one with a plaintext secret) remains
+		// in it. A reader holding an old snapshot may keep this from
+		// completing; the frames are then overwritten as the WAL is reused.
+		_ = s.write(ctx, func() error {
+			_, err := s.exec(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+			return err
+		})
+	}
+	return n, nil
 }
 
 // ---- files ----

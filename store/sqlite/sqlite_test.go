@@ -17,6 +17,7 @@ import (
 	"github.com/ncruces/go-sqlite3/driver"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/store/sqlite"
 	"github.com/toolrun/toolrun/store/storetest"
 )
@@ -24,10 +25,39 @@ import (
 // paths remembers the file of each store opened by a test, for Reopen.
 var paths sync.Map // *sqlite.Store → string
 
+// testKeys is the key ring of the stores the tests open; the conformance
+// suite stores secret env values.
+var testKeys = func() *keyring.Ring {
+	k, err := keyring.Generate("test-1")
+	if err != nil {
+		panic(err)
+	}
+	r, err := keyring.New(k)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
+// withKeys returns opts with Keys set to testKeys unless it has keys or
+// allows plaintext secrets.
+func withKeys(opts *sqlite.Options) *sqlite.Options {
+	o := sqlite.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Keys == nil && !o.PlaintextSecrets {
+		o.Keys = testKeys
+	}
+	return &o
+}
+
+// openTemp opens a store in a fresh file, with testKeys unless opts has
+// keys or allows plaintext secrets.
 func openTemp(t testing.TB, opts *sqlite.Options) *sqlite.Store {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "toolrun.db")
-	st, err := sqlite.Open(path, opts)
+	st, err := sqlite.Open(path, withKeys(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +71,7 @@ func reopen(old toolrun.Store) (toolrun.Store, error) {
 	if err := old.(*sqlite.Store).Close(); err != nil {
 		return nil, err
 	}
-	st, err := sqlite.Open(p.(string), nil)
+	st, err := sqlite.Open(p.(string), withKeys(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +93,7 @@ func TestConformanceExclusive(t *testing.T) {
 
 func TestConformanceInMemory(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) toolrun.Store {
-		st, err := sqlite.Open(":memory:", nil)
+		st, err := sqlite.Open(":memory:", withKeys(nil))
 		if err != nil {
 			t.Fatal(err)
 		}
