@@ -1,0 +1,526 @@
+// Package redact replaces secret values in text and in JSON-like values by
+// a placeholder naming the secret, [REDACTED:<NAME>].
+//
+// It is what keeps a thread's secret env values out of everything that
+// leaves a tool: stored content, error text, error data, metadata, emitted
+// events, log and span attributes (the contract's "Variables and secrets").
+//
+// # What is found
+//
+// A secret is found in every form listed in forms.go: its raw value, its
+// JSON-escaped forms (as encoding/json, JSON.stringify, Python, PHP, .NET
+// and others write it, with either hex case, and escaped twice for JSON kept
+// inside a JSON string) and its percent-encoded forms (query, path,
+// encodeURIComponent, RFC 3986 and form encoding, with either hex case). The
+// forms are made once, when the [Redactor] is built.
+//
+// Secrets shorter than [MinLen] bytes are never redacted: replacing a one-
+// to three-byte value everywhere would garble unrelated text. [New] reports
+// them so that the caller can warn.
+//
+// # Overlaps
+//
+// Every occurrence of every form of every secret is found, overlapping ones
+// included, and the union of their byte ranges is replaced: ranges that
+// overlap or touch are merged, and each merged range is replaced once. A
+// merged range becomes the placeholders of the secrets whose occurrences make
+// it up, each secret once, in the order their first occurrence in the range
+// starts; an occurrence that lies wholly inside another occurrence does not
+// count. So with A = "tok-1234" and B = "1234-the-rest-of-the-long-key",
+// "tok-1234-the-rest-of-the-long-key" becomes "[REDACTED:A][REDACTED:B]",
+// "tok-1234tok-1234" becomes "[REDACTED:A]", and with C = "tok-1234-the",
+// which contains A, "tok-1234-the" becomes "[REDACTED:C]". Every
+// placeholder keeps the one format, so text can still be searched for
+// [REDACTED:...].
+//
+// When two secrets share a form (the same value under two names, or one
+// secret's escaped form equal to another's value), the secret that comes
+// first in the slice given to [New] names it.
+//
+// # Cost
+//
+// All forms of all secrets are found in one scan: an Aho–Corasick automaton
+// behind a prefilter that skips to the next byte that can be part of a
+// match (see machine). A text with no secret in it is returned as it is,
+// without allocating.
+package redact
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+)
+
+// MinLen is the length in bytes of the shortest secret value that is
+// redacted.
+const MinLen = 4
+
+// Secret is a value to redact and the name its placeholder shows.
+type Secret struct {
+	Name  string
+	Value string
+}
+
+// Redactor replaces secret values by placeholders. A nil *Redactor redacts
+// nothing; all its methods are then cheap and return their argument.
+// A Redactor is immutable and safe for concurrent use.
+type Redactor struct {
+	m            *machine
+	placeholders []string // by secret id
+	minLen       int      // length of the shortest form
+	numeric      bool     // some form can occur in the text of a JSON number
+}
+
+// New returns a Redactor for secrets, and the names of the secrets it skips
+// because their values are shorter than MinLen, each name once, in order.
+// It returns a nil Redactor when no secret is left to redact.
+//
+// Secrets with the same name share a placeholder; a secret's values are all
+// redacted.
+func New(secrets []Secret) (r *Redactor, skipped []string) {
+	var (
+		patterns []pattern
+		pre      []byte
+		seen     = map[string]bool{}
+		ids      = map[string]int32{}
+		names    []string
+	)
+	for _, sec := range secrets {
+		if len(sec.Value) < MinLen {
+			if !slices.Contains(skipped, sec.Name) {
+				skipped = append(skipped, sec.Name)
+			}
+			continue
+		}
+		id, ok := ids[sec.Name]
+		if !ok {
+			id = int32(len(names))
+			ids[sec.Name] = id
+			names = append(names, sec.Name)
+		}
+		fs := forms(sec.Value)
+		if c, ok := anchor(sec.Value); ok {
+			pre = append(pre, c)
+		} else {
+			for _, f := range fs {
+				pre = append(pre, f[0])
+			}
+		}
+		for _, f := range fs {
+			if !seen[f] {
+				seen[f] = true
+				patterns = append(patterns, pattern{text: f, id: id})
+			}
+		}
+	}
+	// A name skipped for one value and redacted for another is not skipped.
+	skipped = slices.DeleteFunc(skipped, func(name string) bool { _, ok := ids[name]; return ok })
+	if len(skipped) == 0 {
+		skipped = nil
+	}
+	if len(patterns) == 0 {
+		return nil, skipped
+	}
+	r = &Redactor{m: newMachine(patterns, pre), minLen: len(patterns[0].text)}
+	for _, name := range names {
+		r.placeholders = append(r.placeholders, "[REDACTED:"+name+"]")
+	}
+	for _, p := range patterns {
+		r.minLen = min(r.minLen, len(p.text))
+		if strings.Trim(p.text, "0123456789+-.eE") == "" {
+			r.numeric = true
+		}
+	}
+	return r, skipped
+}
+
+// Active reports whether r has anything to redact (r is not nil).
+func (r *Redactor) Active() bool { return r != nil }
+
+// String returns s with every secret replaced. When s contains no secret
+// it returns s itself and does not allocate.
+func (r *Redactor) String(s string) string {
+	out, _ := r.redactString(s)
+	return out
+}
+
+// Bytes returns b with every secret replaced, in a new slice. When b
+// contains no secret it returns b itself and does not allocate. b is only
+// read.
+func (r *Redactor) Bytes(b []byte) []byte {
+	out, _ := r.redactBytes(b)
+	return out
+}
+
+// redactBytes returns b redacted, in a new slice, and true; or b and false
+// when nothing was replaced.
+func (r *Redactor) redactBytes(b []byte) ([]byte, bool) {
+	if r == nil || len(b) < r.minLen {
+		return b, false
+	}
+	s := unsafe.String(unsafe.SliceData(b), len(b))
+	var buf [8]match
+	ms := r.m.scan(s, buf[:0])
+	if len(ms) == 0 {
+		return b, false
+	}
+	return r.render(make([]byte, 0, len(b)+16), s, ms), true
+}
+
+// AppendString appends s with every secret replaced to dst and returns the
+// extended slice.
+func (r *Redactor) AppendString(dst []byte, s string) []byte {
+	if r == nil || len(s) < r.minLen {
+		return append(dst, s...)
+	}
+	var buf [8]match
+	ms := r.m.scan(s, buf[:0])
+	if len(ms) == 0 {
+		return append(dst, s...)
+	}
+	return r.render(dst, s, ms)
+}
+
+// redactString returns s redacted and whether anything was replaced.
+func (r *Redactor) redactString(s string) (string, bool) {
+	if r == nil || len(s) < r.minLen {
+		return s, false
+	}
+	var buf [8]match
+	ms := r.m.scan(s, buf[:0])
+	if len(ms) == 0 {
+		return s, false
+	}
+	out := r.render(make([]byte, 0, len(s)+16), s, ms)
+	return unsafe.String(unsafe.SliceData(out), len(out)), true
+}
+
+// render appends s to dst with the occurrences ms replaced: occurrences
+// that overlap or touch form one range, which becomes the placeholders of
+// their secrets, each once, in order.
+func (r *Redactor) render(dst []byte, s string, ms []match) []byte {
+	var named [4]int32
+	last := 0
+	for k := 0; k < len(ms); {
+		start, end := ms[k].start, ms[k].end
+		listed := named[:0]
+		for ; k < len(ms) && ms[k].start <= end; k++ {
+			end = max(end, ms[k].end)
+			if id := ms[k].id; !slices.Contains(listed, id) {
+				listed = append(listed, id)
+			}
+		}
+		dst = append(dst, s[last:start]...)
+		for _, id := range listed {
+			dst = append(dst, r.placeholders[id]...)
+		}
+		last = end
+	}
+	return append(dst, s[last:]...)
+}
+
+// The texts that stand for values Value cannot walk.
+const (
+	// TooDeep replaces a map or slice nested more than MaxDepth levels deep.
+	TooDeep = "[REDACTED: nested too deeply]"
+	// Cycle replaces a map or slice met again inside itself.
+	Cycle = "[REDACTED: cycle]"
+)
+
+// MaxDepth is the deepest nesting of maps and slices Value walks.
+const MaxDepth = 10000
+
+// Value returns v with every secret replaced in the keys and string values
+// of a JSON-like tree. It knows map[string]any, []any, string,
+// map[string]string, []string, json.RawMessage (redacted as text; when a
+// placeholder would make valid JSON invalid, the value is decoded, redacted
+// and encoded again), json.Number and the Go number types, bool and nil;
+// other values are returned as they are. A number whose JSON text contains
+// a secret becomes the redacted text, a string.
+//
+// When nothing is replaced Value returns v itself. Otherwise it returns a
+// copy of the containers on the way to a replacement; unchanged subtrees are
+// shared with v. When a key is redacted to the same text as another key of
+// the map, a key that was not redacted keeps its value, and otherwise the
+// redacted key that sorts first by its original text.
+//
+// v should be a tree, as jsonvalue.Normalize returns. A map or slice met
+// again inside itself becomes the text Cycle, and one nested more than
+// MaxDepth levels deep the text TooDeep, so that Value ends on any input.
+func (r *Redactor) Value(v any) any {
+	if r == nil {
+		return v
+	}
+	out, _ := r.value(v, nil, 0)
+	return out
+}
+
+// frame is a container on the path Value is walking, which is a chain of
+// frames on the goroutine stack, innermost first.
+type frame struct {
+	p  unsafe.Pointer
+	n  int // the length of a slice; -1 for a map
+	up *frame
+}
+
+// enter returns the text that stands for the container p when Value
+// cannot walk into it, or "".
+func enter(c *frame, depth int) string {
+	if depth >= MaxDepth {
+		return TooDeep
+	}
+	for f := c.up; f != nil; f = f.up {
+		if f.p == c.p && f.n == c.n {
+			return Cycle
+		}
+	}
+	return ""
+}
+
+// value returns v redacted and whether anything changed.
+func (r *Redactor) value(v any, up *frame, depth int) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		if s, changed := r.redactString(x); changed {
+			return s, true
+		}
+	case map[string]any:
+		if len(x) == 0 {
+			return v, false
+		}
+		f := frame{reflect.ValueOf(x).UnsafePointer(), -1, up}
+		if s := enter(&f, depth); s != "" {
+			return s, true
+		}
+		out := r.object(x, &f, depth)
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	case []any:
+		if len(x) == 0 {
+			return v, false
+		}
+		f := frame{unsafe.Pointer(unsafe.SliceData(x)), len(x), up}
+		if s := enter(&f, depth); s != "" {
+			return s, true
+		}
+		var out []any
+		for i, e := range x {
+			if ne, changed := r.value(e, &f, depth+1); changed {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = ne
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	case []string:
+		var out []string
+		for i, e := range x {
+			if ne, changed := r.redactString(e); changed {
+				if out == nil {
+					out = slices.Clone(x)
+				}
+				out[i] = ne
+			}
+		}
+		if out == nil {
+			return v, false
+		}
+		return out, true
+	case map[string]string:
+		var out map[string]any
+		var pending []pendingKey
+		for k, e := range x {
+			nk, kc := r.redactString(k)
+			ne, ec := r.redactString(e)
+			if !kc && !ec {
+				continue
+			}
+			if out == nil {
+				out = make(map[string]any, len(x))
+				for k, e := range x {
+					out[k] = e
+				}
+			}
+			set(out, &pending, k, nk, kc, ne)
+		}
+		flush(out, pending)
+		if out == nil {
+			return v, false
+		}
+		m := make(map[string]string, len(out))
+		for k, e := range out {
+			m[k] = e.(string)
+		}
+		return m, true
+	case json.RawMessage:
+		return r.raw(x, up, depth)
+	case json.Number:
+		if r.numeric {
+			return r.redactString(string(x))
+		}
+	case float64, float32, int, int64, int32, uint64, uint:
+		if r.numeric {
+			return r.number(v)
+		}
+	}
+	return v, false
+}
+
+// pendingKey is a redacted key waiting to be put in the copy of its map.
+type pendingKey struct {
+	key, orig string
+	val       any
+}
+
+// object returns a redacted copy of x, or nil when nothing changed.
+func (r *Redactor) object(x map[string]any, f *frame, depth int) map[string]any {
+	var out map[string]any
+	var pending []pendingKey
+	for k, e := range x {
+		nk, kc := r.redactString(k)
+		ne, ec := r.value(e, f, depth+1)
+		if !kc && !ec {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(x)
+		}
+		set(out, &pending, k, nk, kc, ne)
+	}
+	flush(out, pending)
+	return out
+}
+
+// set records the value of key k, whose redacted text is nk (changed if kc),
+// in the copy out. A renamed key waits until every key has been seen.
+func set(out map[string]any, pending *[]pendingKey, k, nk string, kc bool, val any) {
+	if !kc {
+		out[k] = val
+		return
+	}
+	delete(out, k)
+	*pending = append(*pending, pendingKey{nk, k, val})
+}
+
+// flush puts the renamed keys in out, in order of their redacted and then
+// original text; a key already present keeps its value.
+func flush(out map[string]any, p []pendingKey) {
+	if len(p) == 0 {
+		return
+	}
+	slices.SortFunc(p, func(a, b pendingKey) int {
+		if c := strings.Compare(a.key, b.key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.orig, b.orig)
+	})
+	for _, e := range p {
+		if _, ok := out[e.key]; !ok {
+			out[e.key] = e.val
+		}
+	}
+}
+
+// number returns the redacted JSON text of the number v when that text
+// contains a secret.
+func (r *Redactor) number(v any) (any, bool) {
+	var buf [32]byte
+	b := buf[:0]
+	switch x := v.(type) {
+	case float64:
+		b = appendFloat(b, x, 64)
+	case float32:
+		b = appendFloat(b, float64(x), 32)
+	case int:
+		b = strconv.AppendInt(b, int64(x), 10)
+	case int64:
+		b = strconv.AppendInt(b, x, 10)
+	case int32:
+		b = strconv.AppendInt(b, int64(x), 10)
+	case uint64:
+		b = strconv.AppendUint(b, x, 10)
+	case uint:
+		b = strconv.AppendUint(b, uint64(x), 10)
+	}
+	if out, changed := r.redactBytes(b); changed {
+		return string(out), true
+	}
+	return v, false
+}
+
+// raw redacts JSON text.
+func (r *Redactor) raw(x json.RawMessage, up *frame, depth int) (any, bool) {
+	out, changed := r.redactBytes(x)
+	if !changed {
+		return x, false
+	}
+	if json.Valid(out) || !json.Valid(x) {
+		return json.RawMessage(out), true
+	}
+	// A placeholder made the JSON invalid: a secret outside a string, or a
+	// name that needs escaping. Redact the decoded value and encode it.
+	dec := json.NewDecoder(bytes.NewReader(x))
+	dec.UseNumber()
+	var tree any
+	if dec.Decode(&tree) == nil {
+		red, _ := r.value(tree, up, depth+1)
+		if b, err := json.Marshal(red); err == nil {
+			return json.RawMessage(b), true
+		}
+	}
+	b, _ := json.Marshal(string(out))
+	return json.RawMessage(b), true
+}
+
+// appendFloat appends f as encoding/json writes it.
+func appendFloat(b []byte, f float64, bits int) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.AppendFloat(b, f, 'g', -1, bits)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (bits == 64 && (abs < 1e-6 || abs >= 1e21) || bits == 32 && (float32(abs) < 1e-6 || float32(abs) >= 1e21)) {
+		format = 'e'
+	}
+	n := len(b)
+	b = strconv.AppendFloat(b, f, format, -1, bits)
+	if format == 'e' {
+		// e-07 is written e-7.
+		if k := len(b); k-n >= 4 && b[k-4] == 'e' && b[k-3] == '-' && b[k-2] == '0' {
+			b[k-2] = b[k-1]
+			b = b[:k-1]
+		}
+	}
+	return b
+}
+
+// anchor returns the letter or digit of value least common in ordinary
+// text. Every form of value contains it.
+func anchor(value string) (byte, bool) {
+	best, rank := byte(0), -1
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; isAlnum(c) {
+			if k := strings.IndexByte(byFrequency, c); k > rank {
+				best, rank = c, k
+			}
+		}
+	}
+	return best, rank >= 0
+}
+
+// byFrequency lists the ASCII letters and digits from the most to the least
+// common in a mix of English prose, JSON and source code (a rough order;
+// it only steers the prefilter).
+const byFrequency = "etaoinsrhl0dc1um2fpgwyb3vk45ETAOINSRHLDCUM6789xjqzFPGWYBVKXJQZ"
