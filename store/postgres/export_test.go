@@ -18,6 +18,9 @@ var GroupInFlight = groupInFlight
 // Migration1 is the SQL of schema version 1.
 var Migration1 = migrations[0]
 
+// Migration2 is the SQL of schema version 2.
+var Migration2 = migrations[1]
+
 // GroupFallbacks returns how many batches of st's group committer the
 // server refused as a whole (and were retried append by append).
 func GroupFallbacks(st *Store) int64 { return st.group.fallbacks.Load() }

@@ -131,7 +131,7 @@ func (s *Store) ReleaseLease(ctx context.Context, l Lease) error {
 // writes to other threads and to user env, are not fenced. Closing the
 // returned Store does nothing.
 func (s *Store) WithLease(l Lease) *Store {
-	return &Store{pool: s.pool, lease: &l, ttl: s.ttl, group: s.group}
+	return &Store{pool: s.pool, lease: &l, ttl: s.ttl, group: s.group, env: s.env}
 }
 
 // AcquireThread implements toolrun.ThreadLocker, so a toolrun.Runtime on

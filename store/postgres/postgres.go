@@ -47,6 +47,31 @@
 // PostgreSQL advisory lock, recording versions in schema_version. The
 // tables live in the first schema of the connection's search_path, or in
 // Options.Schema.
+//
+// # Secrets
+//
+// Secret env values (every [toolrun.EnvValue] whose Type is not
+// [toolrun.VarText]; an unset type means secret) are encrypted with
+// AES-256-GCM under the key ring of Options.Keys (package store/keyring)
+// before they leave the process: the value column holds sealed text that
+// names the key id and opens only in its own row, so the server, its WAL,
+// replicas and dumps never see the secret. Nothing else is encrypted:
+// messages, values, files, thread records, env names and types, and text
+// values are stored as given. Without keys, SetEnv refuses a secret value
+// with an error that wraps keyring.ErrNoKey and names the fix, unless
+// Options.PlaintextSecrets allows plain text. Every instance sharing a
+// database needs the keys of the values it reads.
+//
+// A stored value that cannot be decrypted with the configured keys (its key
+// is not in the ring, the key under its id is another one, or the row was
+// altered or copied from another row) makes GetEnv and ListEnv fail with an
+// error that names the variable and the key id and wraps
+// keyring.ErrDecrypt (and keyring.ErrUnknownKey for a missing key); ListEnv
+// then fails as a whole rather than return the owner's env without that
+// value. A secret stored in plain text (by a build before encryption, or
+// with PlaintextSecrets) is recognised as such and stays readable;
+// [Store.ReencryptSecrets] encrypts it, and after a key rotation seals
+// every value again with the ring's first key.
 package postgres
 
 import (
@@ -65,10 +90,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/internal/envcrypt"
+	"github.com/toolrun/toolrun/store/keyring"
 )
 
 // Options configure a Store. A nil *Options means defaults. Open reads it
-// once; it is not retained.
+// once; it is not retained (the Keys ring is, and is immutable).
 type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables; Open creates it
 	// if needed and puts it first on every connection's search_path. ""
@@ -89,6 +116,15 @@ type Options struct {
 	// third of it while the turn runs. A crashed owner's threads are taken
 	// over after at most this long. 0 means 30 seconds.
 	LeaseTTL time.Duration
+	// Keys encrypts secret env values at rest: the ring's first key seals
+	// the values SetEnv writes, every key of it opens stored ones (see
+	// Secrets in the package doc). nil means no keys: SetEnv then refuses
+	// secret values, unless PlaintextSecrets is set.
+	Keys *keyring.Ring
+	// PlaintextSecrets lets a Store without Keys store secret env values
+	// unencrypted, as builds before encryption did. It is meant for
+	// development and tests; it may not be combined with Keys.
+	PlaintextSecrets bool
 }
 
 // Store is a toolrun.Store in PostgreSQL. It is safe for concurrent use, and
@@ -99,6 +135,7 @@ type Store struct {
 	lease *Lease // writes to lease.ThreadID are fenced; nil: none
 	ttl   time.Duration
 	group *group // group commit of single-message appends, shared with WithLease stores
+	env   envcrypt.Policy
 }
 
 var _ toolrun.Store = (*Store)(nil)
@@ -109,6 +146,10 @@ var _ toolrun.Store = (*Store)(nil)
 func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 	if opts == nil {
 		opts = &Options{}
+	}
+	env, err := envcrypt.New(opts.Keys, opts.PlaintextSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -142,7 +183,7 @@ func Open(ctx context.Context, url string, opts *Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: migrate schema: %w", err)
 	}
-	return newStore(&Store{pool: pool, owned: true, ttl: opts.LeaseTTL}), nil
+	return newStore(&Store{pool: pool, owned: true, ttl: opts.LeaseTTL, env: env}), nil
 }
 
 func newStore(s *Store) *Store {
@@ -152,16 +193,20 @@ func newStore(s *Store) *Store {
 
 // New returns a Store on an existing pool after applying schema migrations
 // in the first schema of its search_path. Closing the Store does not close
-// pool. opts may be nil; of its fields only LeaseTTL applies.
+// pool. opts may be nil; of its fields only LeaseTTL, Keys and
+// PlaintextSecrets apply.
 func New(ctx context.Context, pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	env, err := envcrypt.New(opts.Keys, opts.PlaintextSecrets)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
 	if err := migrate(ctx, pool); err != nil {
 		return nil, fmt.Errorf("postgres: migrate schema: %w", err)
 	}
-	st := &Store{pool: pool}
-	if opts != nil {
-		st.ttl = opts.LeaseTTL
-	}
-	return newStore(st), nil
+	return newStore(&Store{pool: pool, ttl: opts.LeaseTTL, env: env}), nil
 }
 
 // Pool returns the underlying connection pool.
@@ -642,17 +687,21 @@ func checkScope(scope toolrun.EnvScope) error {
 	return nil
 }
 
-// GetEnv implements toolrun.EnvStore.
+// GetEnv implements toolrun.EnvStore. A secret value is decrypted; one
+// that cannot be fails with an error wrapping keyring.ErrDecrypt.
 func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string) (toolrun.EnvValue, error) {
 	if err := checkScope(scope); err != nil {
 		return toolrun.EnvValue{}, fmt.Errorf("postgres: get env: %w", err)
 	}
-	var v toolrun.EnvValue
-	var typ string
+	var stored, typ string
 	err := s.pool.QueryRow(ctx, `SELECT value, type FROM env WHERE scope = $1 AND owner_id = $2 AND name = $3`,
-		string(scope), ownerID, name).Scan(&v.Value, &typ)
+		string(scope), ownerID, name).Scan(&stored, &typ)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = toolrun.ErrNotFound
+	}
+	var v toolrun.EnvValue
+	if err == nil {
+		v.Value, err = s.env.Open(scope, ownerID, name, stored, typ)
 	}
 	if err != nil {
 		return toolrun.EnvValue{}, fmt.Errorf("postgres: get env %s/%s/%s: %w", scope, ownerID, name, err)
@@ -661,14 +710,19 @@ func (s *Store) GetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, nam
 	return v, nil
 }
 
-// SetEnv implements toolrun.EnvStore.
+// SetEnv implements toolrun.EnvStore. A secret value is encrypted with the
+// first key of Options.Keys; without keys it is refused (an error wrapping
+// keyring.ErrNoKey) unless Options.PlaintextSecrets is set.
 func (s *Store) SetEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, name string, v toolrun.EnvValue) error {
 	if err := checkScope(scope); err != nil {
 		return fmt.Errorf("postgres: set env: %w", err)
 	}
-	_, err := s.writeExec(ctx, fenceOwner(scope, ownerID), `INSERT INTO env (scope, owner_id, name, value, type) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = EXCLUDED.value, type = EXCLUDED.type`,
-		string(scope), ownerID, name, v.Value, string(v.Type))
+	value, err := s.env.Seal(scope, ownerID, name, v)
+	if err == nil {
+		_, err = s.writeExec(ctx, fenceOwner(scope, ownerID), `INSERT INTO env (scope, owner_id, name, value, type) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (scope, owner_id, name) DO UPDATE SET value = EXCLUDED.value, type = EXCLUDED.type`,
+			string(scope), ownerID, name, value, string(v.Type))
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: set env %s/%s/%s: %w", scope, ownerID, name, err)
 	}
@@ -688,27 +742,128 @@ func (s *Store) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ownerID, 
 	return nil
 }
 
-// ListEnv implements toolrun.EnvStore.
+// ListEnv implements toolrun.EnvStore. Secret values are decrypted; when
+// one cannot be, the call fails with that variable's error (wrapping
+// keyring.ErrDecrypt) rather than return the env without it, which would
+// let the variable resolve from further down the env chain.
 func (s *Store) ListEnv(ctx context.Context, scope toolrun.EnvScope, ownerID string) (map[string]toolrun.EnvValue, error) {
 	if err := checkScope(scope); err != nil {
 		return nil, fmt.Errorf("postgres: list env: %w", err)
 	}
 	out := map[string]toolrun.EnvValue{}
+	var failed string // the variable that failed to decrypt
 	rows, err := s.pool.Query(ctx, `SELECT name, value, type FROM env WHERE scope = $1 AND owner_id = $2`, string(scope), ownerID)
 	if err == nil {
 		err = drain(rows, func(r pgx.Rows) error {
-			var name, value, typ string
-			if err := r.Scan(&name, &value, &typ); err != nil {
+			var name, stored, typ string
+			if err := r.Scan(&name, &stored, &typ); err != nil {
+				return err
+			}
+			value, err := s.env.Open(scope, ownerID, name, stored, typ)
+			if err != nil {
+				failed = name
 				return err
 			}
 			out[name] = toolrun.EnvValue{Value: value, Type: toolrun.VarType(typ)}
 			return nil
 		})
 	}
+	if failed != "" {
+		return nil, fmt.Errorf("postgres: list env %s/%s/%s: %w", scope, ownerID, failed, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list env %s/%s: %w", scope, ownerID, err)
 	}
 	return out, nil
+}
+
+// reencryptBatch is how many env rows ReencryptSecrets reads at a time.
+const reencryptBatch = 256
+
+// ReencryptSecrets encrypts with the first key of Options.Keys every
+// secret env value that is not yet encrypted with it: secrets stored in
+// plain text (by a build before encryption, or with PlaintextSecrets) and
+// values sealed with an older key of the ring. It returns how many values
+// it rewrote. Run it (on one instance) once every instance has the new
+// ring, and drop the old keys only once it has returned without error and
+// no instance still seals with them.
+//
+// It walks the env table in batches; each value is replaced only if its
+// row is unchanged since it was read, so a concurrent SetEnv is never
+// undone, and a run that stops part way (an error, ctx cancelled) can be
+// run again. Its writes are not fenced by the store's lease: they change
+// no value's meaning. A value that cannot be decrypted stops it with that
+// variable's error, wrapping keyring.ErrDecrypt. Without keys it fails
+// with an error wrapping keyring.ErrNoKey.
+//
+// The replaced row versions stay in the table's files until VACUUM
+// reclaims their space, and in the server's WAL, archives and backups: run
+// VACUUM FULL env once after the first ReencryptSecrets of a database that
+// held plaintext secrets, and treat secrets that were ever stored in plain
+// text as exposed.
+func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
+	if s.env.Keys() == nil {
+		return 0, fmt.Errorf("postgres: reencrypt secrets: %w", envcrypt.ErrNoKeyToReencrypt)
+	}
+	stale, staleArgs := s.env.Stale("$4", "$5")
+	query := `SELECT scope, owner_id, name, value, type FROM env
+		WHERE (scope, owner_id, name) > ($1, $2, $3) AND ` + stale + `
+		ORDER BY scope, owner_id, name LIMIT ` + fmt.Sprint(reencryptBatch)
+	type row struct{ scope, owner, name, value, typ string }
+	n := 0
+	var after row
+	for {
+		rows, err := s.pool.Query(ctx, query, append([]any{after.scope, after.owner, after.name}, staleArgs...)...)
+		var batch []row
+		if err == nil {
+			err = drain(rows, func(r pgx.Rows) error {
+				var x row
+				if err := r.Scan(&x.scope, &x.owner, &x.name, &x.value, &x.typ); err != nil {
+					return err
+				}
+				batch = append(batch, x)
+				return nil
+			})
+		}
+		if err != nil {
+			return n, fmt.Errorf("postgres: reencrypt secrets: %w", err)
+		}
+		b := &pgx.Batch{}
+		var updated []row
+		for _, r := range batch {
+			sealed, ok, err := s.env.Reseal(r.scope, r.owner, r.name, r.value, r.typ)
+			if err != nil {
+				return n, fmt.Errorf("postgres: reencrypt secrets: env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+			}
+			if ok {
+				b.Queue(`UPDATE env SET value = $1 WHERE scope = $2 AND owner_id = $3 AND name = $4 AND value = $5 AND type = $6`,
+					sealed, r.scope, r.owner, r.name, r.value, r.typ)
+				updated = append(updated, r)
+			}
+		}
+		if len(updated) > 0 {
+			// The batch is one implicit transaction: its updates count
+			// once it has committed.
+			br := s.pool.SendBatch(ctx, b)
+			k := 0
+			for _, r := range updated {
+				tag, err := br.Exec()
+				if err != nil {
+					br.Close()
+					return n, fmt.Errorf("postgres: reencrypt secrets: env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+				}
+				k += int(tag.RowsAffected())
+			}
+			if err := br.Close(); err != nil {
+				return n, fmt.Errorf("postgres: reencrypt secrets: %w", err)
+			}
+			n += k
+		}
+		if len(batch) < reencryptBatch {
+			return n, nil
+		}
+		after = batch[len(batch)-1]
+	}
 }
 
 // ---- files ----

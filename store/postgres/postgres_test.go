@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/store/postgres"
 	"github.com/toolrun/toolrun/store/storetest"
 )
@@ -48,13 +49,27 @@ func newSchema(t testing.TB) string {
 
 var schemas sync.Map // *postgres.Store → schema, for reopen
 
+// testKeys is the key ring of the stores the tests open; the conformance
+// suite stores secret env values.
+var testKeys = func() *keyring.Ring {
+	k, err := keyring.Generate("test-1")
+	if err != nil {
+		panic(err)
+	}
+	r, err := keyring.New(k)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
+
 // openTemp opens a store in a fresh schema.
 func openTemp(t testing.TB) *postgres.Store { return openTempOpts(t, false) }
 
 func openTempOpts(t testing.TB, async bool) *postgres.Store {
 	t.Helper()
 	schema := newSchema(t)
-	st, err := postgres.Open(context.Background(), dbURL(t), &postgres.Options{Schema: schema, MaxConns: 8, AsyncCommit: async})
+	st, err := postgres.Open(context.Background(), dbURL(t), &postgres.Options{Schema: schema, MaxConns: 8, AsyncCommit: async, Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +81,7 @@ func openTempOpts(t testing.TB, async bool) *postgres.Store {
 func reopen(old toolrun.Store) (toolrun.Store, error) {
 	schema, _ := schemas.Load(old.(*postgres.Store))
 	old.(*postgres.Store).Close()
-	st, err := postgres.Open(context.Background(), os.Getenv("TOOLRUN_POSTGRES_URL"), &postgres.Options{Schema: schema.(string), MaxConns: 8})
+	st, err := postgres.Open(context.Background(), os.Getenv("TOOLRUN_POSTGRES_URL"), &postgres.Options{Schema: schema.(string), MaxConns: 8, Keys: testKeys})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +119,7 @@ func TestConformanceNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		st, err := postgres.New(t.Context(), pool, nil)
+		st, err := postgres.New(t.Context(), pool, &postgres.Options{Keys: testKeys})
 		if err != nil {
 			t.Fatal(err)
 		}
