@@ -9,16 +9,26 @@ import (
 	"github.com/toolrun/toolrun/store/keyring"
 )
 
+func testKey(t *testing.T, id string) keyring.Key {
+	t.Helper()
+	k, err := keyring.Generate(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func testRing(t *testing.T, ids ...string) *keyring.Ring {
 	t.Helper()
 	var keys []keyring.Key
 	for _, id := range ids {
-		k, err := keyring.Generate(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
+		keys = append(keys, testKey(t, id))
 	}
+	return ringOf(t, keys...)
+}
+
+func ringOf(t *testing.T, keys ...keyring.Key) *keyring.Ring {
+	t.Helper()
 	r, err := keyring.New(keys...)
 	if err != nil {
 		t.Fatal(err)
@@ -69,11 +79,12 @@ func TestPolicyWithoutKeys(t *testing.T) {
 }
 
 func TestReseal(t *testing.T) {
-	old, err := New(testRing(t, "a"), false)
+	a, b := testKey(t, "a"), testKey(t, "b")
+	old, err := New(ringOf(t, a), false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := New(testRing(t, "b", "a"), false)
+	cur, err := New(ringOf(t, b, a), false)
 	if err != nil {
 		t.Fatal(err)
 	}
