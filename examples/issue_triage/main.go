@@ -21,6 +21,13 @@
 // -model replaces the model id. -store (or TOOLRUN_STORE) picks the store:
 // memory (the default) or sqlite:PATH; with a durable store, -thread
 // continues a conversation across runs.
+//
+// The SQLite store encrypts secret env values (the thread's GITHUB_TOKEN)
+// at rest. Its key ring comes from TOOLRUN_SECRET_KEYS
+// ("id:base64[,id:base64…]", the sealing key first), or else from the key
+// file PATH.keys beside the database, which the first run creates with
+// mode 0600 and later runs read. Keep that file (without it the stored
+// secrets cannot be read), but not in the same backups as the database.
 package main
 
 import (
@@ -34,10 +41,12 @@ import (
 	"log"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/provider/anthropic"
 	"github.com/toolrun/toolrun/provider/openai"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/store/sqlite"
 )
 
@@ -88,19 +97,87 @@ func chooseModel(getenv func(string) string, modelID string) (p toolrun.Provider
 	return scriptedTriage(), id, "scripted (offline; it plays the triage of the default message — set OPENROUTER_API_KEY, OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model)"
 }
 
-// openStore opens the store named by spec: "" or "memory", or "sqlite:PATH".
-func openStore(spec string) (toolrun.Store, func(), error) {
+// openStore opens the store named by spec: "" or "memory", or
+// "sqlite:PATH" with the key ring of secretKeys. note says where the keys
+// came from.
+func openStore(spec string, getenv func(string) string) (st toolrun.Store, closeStore func(), note string, err error) {
 	switch {
 	case spec == "" || spec == "memory":
-		return toolrun.NewMemoryStore(), func() {}, nil
+		return toolrun.NewMemoryStore(), func() {}, "", nil
 	case strings.HasPrefix(spec, "sqlite:") && len(spec) > len("sqlite:"):
-		st, err := sqlite.Open(strings.TrimPrefix(spec, "sqlite:"), nil)
+		path := strings.TrimPrefix(spec, "sqlite:")
+		keys, note, err := secretKeys(path, getenv)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, "", err
 		}
-		return st, func() { _ = st.Close() }, nil
+		st, err := sqlite.Open(path, &sqlite.Options{Keys: keys})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return st, func() { _ = st.Close() }, note, nil
 	}
-	return nil, nil, fmt.Errorf("unknown store %q: use memory or sqlite:PATH", spec)
+	return nil, nil, "", fmt.Errorf("unknown store %q: use memory or sqlite:PATH", spec)
+}
+
+// SecretKeysVar names the environment variable that holds the key ring of
+// the SQLite store.
+const SecretKeysVar = "TOOLRUN_SECRET_KEYS"
+
+// secretKeys returns the key ring that encrypts the secrets of the SQLite
+// database at path: SecretKeysVar when set, else the key file path+".keys",
+// created with a new key (mode 0600) when missing. An in-memory database
+// gets a key of its own that ends with it.
+func secretKeys(path string, getenv func(string) string) (*keyring.Ring, string, error) {
+	if getenv != nil {
+		if text := getenv(SecretKeysVar); text != "" {
+			r, err := keyring.Parse(text)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s: %w", SecretKeysVar, err)
+			}
+			return r, "secrets encrypted with key " + r.Primary() + " from " + SecretKeysVar, nil
+		}
+	}
+	if path == ":memory:" {
+		k, err := keyring.Generate("memory")
+		if err != nil {
+			return nil, "", err
+		}
+		r, err := keyring.New(k)
+		return r, "secrets encrypted with a key that ends with the run", err
+	}
+	if strings.HasPrefix(path, "file:") {
+		return nil, "", fmt.Errorf("sqlite:%s: set %s to the key ring for a database given as a URI", path, SecretKeysVar)
+	}
+	file := path + ".keys"
+	text, err := os.ReadFile(file)
+	if err == nil {
+		r, err := keyring.Parse(string(text))
+		if err != nil {
+			return nil, "", fmt.Errorf("key file %s: %w", file, err)
+		}
+		return r, "secrets encrypted with key " + r.Primary() + " from " + file, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	k, err := keyring.Generate("k" + time.Now().UTC().Format("20060102"))
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("create key file: %w", err)
+	}
+	_, err = f.WriteString(keyring.Format(k) + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file)
+		return nil, "", fmt.Errorf("write key file %s: %w", file, err)
+	}
+	r, err := keyring.New(k)
+	return r, "secrets encrypted with key " + k.ID + " from " + file + " (created now, mode 0600; keep it with the database)", err
 }
 
 // newToken returns a fresh token for the fake GitHub.
@@ -123,7 +200,7 @@ func runWith(ctx context.Context, cfg config, p toolrun.Provider, modelID, label
 	gh := newFakeGitHub(token, sampleIssues())
 	defer gh.Close()
 
-	store, closeStore, err := openStore(cfg.Store)
+	store, closeStore, keysNote, err := openStore(cfg.Store, cfg.Getenv)
 	if err != nil {
 		return err
 	}
@@ -131,6 +208,9 @@ func runWith(ctx context.Context, cfg config, p toolrun.Provider, modelID, label
 	storeName := cfg.Store
 	if storeName == "" {
 		storeName = "memory"
+	}
+	if keysNote != "" {
+		storeName += " (" + keysNote + ")"
 	}
 	fmt.Fprintf(out, "model:  %s\nstore:  %s\ngithub: %s (local fake; %s is a fresh secret it accepts)\n\n", label, storeName, gh.URL, TokenVar)
 

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/toolrun/toolrun/provider/anthropic"
 	"github.com/toolrun/toolrun/provider/openai"
 	"github.com/toolrun/toolrun/provider/scripted"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/toolruntest"
 )
 
@@ -254,6 +258,61 @@ func TestSQLiteStoreContinuesAThreadAcrossRuns(t *testing.T) {
 	assert.Equal(t, "Triage it again, please.", first[8].Content)
 	assert.Contains(t, out.String(), "acme/widgets#42: bug, priority: high")
 
-	_, _, err := openStore("postgres:x")
+	_, _, _, err := openStore("postgres:x", nil)
 	assert.ErrorContains(t, err, `unknown store "postgres:x"`)
+}
+
+// The SQLite store keeps the thread's GitHub token encrypted: the first run
+// creates a key file beside the database (mode 0600) that later runs read,
+// and the database files never hold a token.
+func TestSQLiteStoreEncryptsTheToken(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "triage.db")
+	cfg := config{Message: DefaultMessage, Store: "sqlite:" + path, Thread: "t1"}
+	var out bytes.Buffer
+	require.NoError(t, runWith(context.Background(), cfg, scriptedTriage(), "m", "scripted", &out))
+	assert.Contains(t, out.String(), "secrets encrypted with key k")
+	assert.Contains(t, out.String(), path+".keys (created now, mode 0600")
+	info, err := os.Stat(path + ".keys")
+	require.NoError(t, err)
+	if runtime.GOOS != "windows" {
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm())
+	}
+	keys, err := os.ReadFile(path + ".keys")
+	require.NoError(t, err)
+
+	out.Reset()
+	cfg.Message = "Triage it again, please."
+	require.NoError(t, runWith(context.Background(), cfg, scriptedTriage(), "m", "scripted", &out))
+	assert.Contains(t, out.String(), "from "+path+".keys)")
+	assert.Contains(t, out.String(), "acme/widgets#42: bug, priority: high", "the second run reads the token it stored")
+	again, err := os.ReadFile(path + ".keys")
+	require.NoError(t, err)
+	assert.Equal(t, keys, again, "the key file is reused, not replaced")
+
+	for _, f := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), "ghp_example_", "%s holds a GitHub token in plain text", f)
+	}
+}
+
+// TOOLRUN_SECRET_KEYS, when set, is the key ring; no key file is written.
+func TestSQLiteStoreKeysFromTheEnvironment(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "triage.db")
+	k, err := keyring.Generate("ops-1")
+	require.NoError(t, err)
+	env := map[string]string{SecretKeysVar: keyring.Format(k)}
+	cfg := config{Message: DefaultMessage, Store: "sqlite:" + path, Thread: "t1", Getenv: func(k string) string { return env[k] }}
+	var out bytes.Buffer
+	require.NoError(t, runWith(context.Background(), cfg, scriptedTriage(), "m", "scripted", &out))
+	assert.Contains(t, out.String(), "secrets encrypted with key ops-1 from "+SecretKeysVar)
+	assert.NoFileExists(t, path+".keys")
+
+	env[SecretKeysVar] = "ops-1:not-base64!"
+	err = runWith(context.Background(), cfg, scriptedTriage(), "m", "scripted", &out)
+	assert.ErrorContains(t, err, SecretKeysVar)
+	assert.NotContains(t, err.Error(), "not-base64!", "the error does not echo the secret")
 }
