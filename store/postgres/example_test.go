@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log"
+	"os"
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/store/postgres"
 )
 
@@ -39,4 +41,28 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// Encrypt secret env values with a key ring every instance reads from its
+// environment, and after a rotation seal the stored values again from one
+// instance.
+func Example_secrets() {
+	ctx := context.Background()
+	// "2025-07:base64…,2025-01:base64…": the new key first, the old one
+	// still there to read the values it sealed.
+	ring, err := keyring.Parse(os.Getenv("TOOLRUN_SECRET_KEYS"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := postgres.Open(ctx, "postgres://app@db.internal/toolrun", &postgres.Options{Keys: ring})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	// Once every instance runs with the new ring:
+	n, err := st.ReencryptSecrets(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%d secrets sealed again with key %s; the old key can go", n, ring.Primary())
 }

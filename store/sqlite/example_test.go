@@ -2,12 +2,14 @@ package sqlite_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/keyring"
 	"github.com/toolrun/toolrun/store/sqlite"
 )
 
@@ -56,4 +58,72 @@ func Example() {
 	// 1 assistant ""
 	// 2 tool "found it"
 	// sqlite: append to thread "thread-1": toolrun: a result for this tool call is already stored
+}
+
+// Encrypt secret env values at rest, then rotate the key: a new key goes
+// first in the ring, the old one stays to read what it sealed until
+// ReencryptSecrets has sealed everything again.
+func Example_secrets() {
+	dir, err := os.MkdirTemp("", "toolrun-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "toolrun.db")
+	ctx := context.Background()
+
+	// In a program the ring usually comes from the environment:
+	// keyring.Parse(os.Getenv("TOOLRUN_SECRET_KEYS")).
+	oldKey, err := keyring.Generate("2025-01")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ring, err := keyring.New(oldKey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := sqlite.Open(path, &sqlite.Options{Keys: ring})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = st.SetEnv(ctx, toolrun.ScopeThread, "thread-1", "GITHUB_TOKEN", toolrun.EnvValue{Value: "ghp_example", Type: toolrun.VarSecret})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st.Close()
+
+	newKey, err := keyring.Generate("2025-07")
+	if err != nil {
+		log.Fatal(err)
+	}
+	rotated, err := keyring.New(newKey, oldKey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err = sqlite.Open(path, &sqlite.Options{Keys: rotated})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	n, err := st.ReencryptSecrets(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	v, err := st.GetEnv(ctx, toolrun.ScopeThread, "thread-1", "GITHUB_TOKEN")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("re-encrypted:", n, "value:", v.Value)
+
+	// A store without keys refuses to write a secret in plain text.
+	plain, err := sqlite.Open(":memory:", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer plain.Close()
+	err = plain.SetEnv(ctx, toolrun.ScopeThread, "thread-1", "GITHUB_TOKEN", toolrun.EnvValue{Value: "ghp_example", Type: toolrun.VarSecret})
+	fmt.Println(errors.Is(err, keyring.ErrNoKey))
+	// Output:
+	// re-encrypted: 1 value: ghp_example
+	// true
 }
