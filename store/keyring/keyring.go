@@ -22,12 +22,14 @@
 //
 // Each value gets a fresh random 96-bit nonce. The additional authenticated
 // data is the prefix up to and including the key id, followed by the context
-// strings given to Seal (the stores pass the variable's scope, owner, name
-// and type), so a sealed value opens only with the same key id, the same
-// key and the same context: copied to another row, it fails to decrypt.
-// The version ("v1") names this format; a later format gets a new version,
-// and [Ring.Open] refuses versions it does not know. Text without the
-// "toolrun:sealed:" prefix is not a sealed value ([IsSealed]).
+// strings given to Seal, each preceded by its length (the stores pass
+// "toolrun.env" and the variable's scope, owner, name and type), so a
+// sealed value opens only with the same key id, the same key and the same
+// context: copied to another row, it fails to decrypt. The version ("v1")
+// names this format; a later format gets a new version, and [Ring.Open]
+// refuses versions it does not know. Text without the "toolrun:sealed:"
+// prefix is not a sealed value ([IsSealed]): that is how the stores
+// recognise a secret that an older build stored in plain text.
 //
 // One key must not seal more than 2^32 values (the limit of random GCM
 // nonces); rotate long before that.
