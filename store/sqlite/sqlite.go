@@ -1007,6 +1007,7 @@ func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
 		if err := rows.Err(); err != nil {
 			return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
 		}
+		changes := 0
 		for i := range batch {
 			r := &batch[i]
 			sealed, ok, err := s.env.Reseal(r.scope, r.owner, r.name, r.value, r.typ)
@@ -1015,36 +1016,39 @@ func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
 			}
 			if ok {
 				r.sealed = sealed
+				changes++
 			}
 		}
-		err = s.write(ctx, func() error {
-			// secure_delete zeroes the space the replaced values leave in
-			// their pages, so a secret that was stored in plain text does
-			// not stay in the file beside its encrypted form.
-			var prev int
-			if err := s.execRow(ctx, `PRAGMA secure_delete`).Scan(&prev); err != nil {
-				return err
-			}
-			if _, err := s.exec(ctx, `PRAGMA secure_delete = ON`); err != nil {
-				return err
-			}
-			defer s.exec(context.WithoutCancel(ctx), `PRAGMA secure_delete = `+fmt.Sprint(prev))
-			for _, r := range batch {
-				if r.sealed == "" {
-					continue
+		if changes > 0 {
+			err = s.write(ctx, func() error {
+				// secure_delete zeroes the space the replaced values leave in
+				// their pages, so a secret that was stored in plain text does
+				// not stay in the file beside its encrypted form.
+				var prev int
+				if err := s.execRow(ctx, `PRAGMA secure_delete`).Scan(&prev); err != nil {
+					return err
 				}
-				res, err := s.exec(ctx, `UPDATE env SET value = ?
+				if _, err := s.exec(ctx, `PRAGMA secure_delete = ON`); err != nil {
+					return err
+				}
+				defer s.exec(context.WithoutCancel(ctx), `PRAGMA secure_delete = `+fmt.Sprint(prev))
+				for _, r := range batch {
+					if r.sealed == "" {
+						continue
+					}
+					res, err := s.exec(ctx, `UPDATE env SET value = ?
 					WHERE scope = ? AND owner_id = ? AND name = ? AND value = ? AND type = ?`,
-					r.sealed, r.scope, r.owner, r.name, r.value, r.typ)
-				if err != nil {
-					return fmt.Errorf("env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+						r.sealed, r.scope, r.owner, r.name, r.value, r.typ)
+					if err != nil {
+						return fmt.Errorf("env %s/%s/%s: %w", r.scope, r.owner, r.name, err)
+					}
+					if k, _ := res.RowsAffected(); k == 1 {
+						n++
+					}
 				}
-				if k, _ := res.RowsAffected(); k == 1 {
-					n++
-				}
-			}
-			return nil
-		})
+				return nil
+			})
+		}
 		if err != nil {
 			return n, fmt.Errorf("sqlite: reencrypt secrets: %w", err)
 		}
