@@ -358,18 +358,20 @@ func TestFormsAreDistinctAndRawFirst(t *testing.T) {
 // TestAnchorIsInEveryForm is the rule the prefilter rests on.
 func TestAnchorIsInEveryForm(t *testing.T) {
 	for _, secret := range append(trickySecrets, "plainAlnum1234", "\"\"\"\"") {
-		c, ok := anchor(secret)
+		p, ok := anchor(secret)
 		if !ok {
 			continue
 		}
 		for _, f := range forms(secret) {
-			if strings.IndexByte(f, c) < 0 {
-				t.Errorf("anchor %q of %q is not in its form %q", c, secret, f)
+			if !strings.Contains(f, string(p[:])) {
+				t.Errorf("anchor %q of %q is not in its form %q", p, secret, f)
 			}
 		}
 	}
-	if _, ok := anchor(`!"#$`); ok {
-		t.Error("a secret without letters or digits has an anchor")
+	for _, s := range []string{`!"#$`, "a!b@c#d$"} {
+		if _, ok := anchor(s); ok {
+			t.Errorf("%q, without two adjacent letters or digits, has an anchor", s)
+		}
 	}
 }
 

@@ -14,30 +14,39 @@ import (
 // links), which is all the redactor needs: a shorter pattern ending at the
 // same place lies inside the longer one.
 //
-// The prefilter: every pattern contains at least one byte of a small set
-// (for each secret, a letter or digit of its value that every form keeps,
-// chosen to be rare in ordinary text; or, for a secret without one, the
-// first byte of each of its forms). The scan jumps from one such byte to the
-// next, and runs the automaton only from lookback bytes before each one
-// until the automaton is back at its root. No byte is run through the
-// automaton twice, so a scan is linear in the text's length.
+// The prefilter: every pattern contains at least one pair of adjacent bytes
+// from a small set (for each secret, two adjacent letters or digits of its
+// value, which every form keeps side by side, chosen to be rare in ordinary
+// text; or, for a secret without such a pair, the first two bytes of each
+// of its forms). The scan jumps from one such pair to the next, and runs the
+// automaton only from a few bytes before it (the most bytes any pattern
+// whose first prefilter pair it is has before it) until the automaton is
+// back at its root. No byte is run through the automaton twice, so a scan
+// is linear in the text's length.
 type machine struct {
-	root     [256]int32
-	first    []int32 // state s's edges are edgeByte/edgeNext[first[s]:first[s+1]]
-	edgeByte []byte
-	edgeNext []int32
-	fail     []int32
-	outLen   []int32 // length of the longest pattern ending in the state, 0 if none
-	outID    []int32 // the secret of that pattern
+	root   [256]int32
+	states []state
+	edges  []edge
 
-	pre      [256]byte // 1 for a prefilter byte
-	preOne   int       // the only prefilter byte, or -1
-	lookback int       // most bytes a pattern can have before its first prefilter byte
+	pre      [256]byte    // 1 for the first byte of a prefilter pair
+	pairs    [1024]uint64 // bit b0<<8|b1 for each prefilter pair
+	preOne   int          // the only first byte of the prefilter pairs, or -1
+	// lookback maps a prefilter pair to the most bytes a pattern has before
+	// it when it is the pattern's first prefilter pair.
+	lookback map[uint16]int
+}
 
-	// single is the only pattern, when there is just one; the scan is then
-	// a loop over strings.Index.
-	single   string
-	singleID int32
+// state is a state of the automaton but the root.
+type state struct {
+	lo, hi int32 // its edges are edges[lo:hi]
+	fail   int32
+	outLen int32 // length of the longest pattern ending here, 0 if none
+	outID  int32 // the secret of that pattern
+}
+
+type edge struct {
+	c    byte
+	next int32
 }
 
 // pattern is one form of one secret.
@@ -47,112 +56,140 @@ type pattern struct {
 }
 
 // newMachine builds a machine for patterns, whose texts are distinct and
-// not empty, with prefilter bytes pre.
-func newMachine(patterns []pattern, pre []byte) *machine {
+// at least two bytes long, with prefilter pairs pairs; each pattern must
+// contain one.
+func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 	m := &machine{preOne: -1}
-	if len(patterns) == 1 {
-		m.single, m.singleID = patterns[0].text, patterns[0].id
-		return m
-	}
-	for _, c := range pre {
-		m.pre[c] = 1
+	for _, p := range pairs {
+		m.pre[p[0]] = 1
+		k := uint16(p[0])<<8 | uint16(p[1])
+		m.pairs[k>>6] |= 1 << (k & 63)
 	}
 	if n := countTrue(&m.pre); n == 1 {
-		m.preOne = int(pre[0])
+		m.preOne = int(pairs[0][0])
 	}
+	m.lookback = map[uint16]int{}
 	for _, p := range patterns {
-		if k := firstIndexIn(p.text, &m.pre); k > m.lookback {
-			m.lookback = k
+		k := m.firstPair(p.text)
+		if k < 0 {
+			panic("redact: a pattern without a prefilter pair")
 		}
+		key := uint16(p.text[k])<<8 | uint16(p.text[k+1])
+		m.lookback[key] = max(m.lookback[key], k)
 	}
 
-	// The trie, with edges kept as a map while it is built.
-	type key struct {
-		state int32
-		c     byte
-	}
-	edges := map[key]int32{}
-	children := [][]byte{nil}
-	m.outLen = []int32{0}
-	m.outID = []int32{0}
-	for _, p := range patterns {
-		s := int32(0)
-		for i := 0; i < len(p.text); i++ {
-			k := key{s, p.text[i]}
-			t, ok := edges[k]
-			if !ok {
-				t = int32(len(children))
-				edges[k] = t
-				children[s] = append(children[s], p.text[i])
-				children = append(children, nil)
-				m.outLen = append(m.outLen, 0)
-				m.outID = append(m.outID, 0)
-			}
+	// The trie. Inserting the patterns in sorted order, each shares the
+	// states of its common prefix with the one before, and every state's
+	// children are added in increasing byte order.
+	sorted := slices.Clone(patterns)
+	slices.SortFunc(sorted, func(a, b pattern) int { return strings.Compare(a.text, b.text) })
+	// The children of a state are a list through firstChild and sibling,
+	// last added first, so in decreasing byte order; label is the byte
+	// that leads to a state.
+	firstChild := []int32{-1}
+	sibling := []int32{-1}
+	label := []byte{0}
+	outLen := []int32{0}
+	outID := []int32{0}
+	path := []int32{0} // path[i] is the state after the first i bytes of prev
+	prev := ""
+	for _, p := range sorted {
+		l := commonPrefix(prev, p.text)
+		path = path[:l+1]
+		s := path[l]
+		for i := l; i < len(p.text); i++ {
+			t := int32(len(label))
+			label = append(label, p.text[i])
+			firstChild = append(firstChild, -1)
+			sibling = append(sibling, firstChild[s])
+			firstChild[s] = t
+			outLen = append(outLen, 0)
+			outID = append(outID, 0)
 			s = t
+			path = append(path, s)
 		}
-		m.outLen[s] = int32(len(p.text))
-		m.outID[s] = p.id
+		outLen[s] = int32(len(p.text))
+		outID[s] = p.id
+		prev = p.text
 	}
-	n := len(children)
+	n := len(label)
+	child := func(s int32, c byte) (int32, bool) {
+		for t := firstChild[s]; t >= 0 && label[t] >= c; t = sibling[t] {
+			if label[t] == c {
+				return t, true
+			}
+		}
+		return 0, false
+	}
 
 	// Failure links and inherited outputs, breadth first so that a state's
 	// failure target, which is shallower, is finished before it.
-	m.fail = make([]int32, n)
+	fail := make([]int32, n)
 	queue := make([]int32, 0, n)
-	for _, c := range children[0] {
-		t := edges[key{0, c}]
-		m.root[c] = t
+	for t := firstChild[0]; t >= 0; t = sibling[t] {
+		m.root[label[t]] = t
 		queue = append(queue, t)
 	}
 	goTo := func(s int32, c byte) int32 {
 		for s != 0 {
-			if t, ok := edges[key{s, c}]; ok {
+			if t, ok := child(s, c); ok {
 				return t
 			}
-			s = m.fail[s]
+			s = fail[s]
 		}
 		return m.root[c]
 	}
 	for q := 0; q < len(queue); q++ {
 		s := queue[q]
-		for _, c := range children[s] {
-			t := edges[key{s, c}]
+		for t := firstChild[s]; t >= 0; t = sibling[t] {
 			if s != 0 {
-				m.fail[t] = goTo(m.fail[s], c)
+				fail[t] = goTo(fail[s], label[t])
 			}
-			if m.outLen[t] == 0 {
-				m.outLen[t] = m.outLen[m.fail[t]]
-				m.outID[t] = m.outID[m.fail[t]]
+			if outLen[t] == 0 {
+				outLen[t] = outLen[fail[t]]
+				outID[t] = outID[fail[t]]
 			}
 			queue = append(queue, t)
 		}
 	}
 
-	// Compact the edges of every state but the root.
-	m.first = make([]int32, n+1)
+	// Compact the edges. State 0, the root, is only a placeholder in
+	// states: the scan uses root.
+	m.states = make([]state, n)
+	m.edges = make([]edge, 0, n-1)
 	for s := 1; s < n; s++ {
-		cs := children[s]
-		slices.Sort(cs)
-		m.first[s] = int32(len(m.edgeByte))
-		for _, c := range cs {
-			m.edgeByte = append(m.edgeByte, c)
-			m.edgeNext = append(m.edgeNext, edges[key{int32(s), c}])
+		st := &m.states[s]
+		st.lo = int32(len(m.edges))
+		for t := firstChild[s]; t >= 0; t = sibling[t] {
+			m.edges = append(m.edges, edge{label[t], int32(t)})
+		}
+		st.hi = int32(len(m.edges))
+		st.fail, st.outLen, st.outID = fail[s], outLen[s], outID[s]
+	}
+	return m
+}
+
+// commonPrefix returns the length of the common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
 		}
 	}
-	m.first[n] = int32(len(m.edgeByte))
-	return m
+	return n
 }
 
 // step returns the state after reading c in state s.
 func (m *machine) step(s int32, c byte) int32 {
 	for s != 0 {
-		lo, hi := m.first[s], m.first[s+1]
-		for k := lo; k < hi; k++ {
-			if m.edgeByte[k] == c {
-				return m.edgeNext[k]
+		st := &m.states[s]
+		for _, e := range m.edges[st.lo:st.hi] {
+			if e.c == c {
+				return e.next
 			}
 		}
-		s = m.fail[s]
+		s = st.fail
 	}
 	return m.root[c]
 }
@@ -177,9 +214,6 @@ func add(ms []match, mt match) []match {
 // scan appends to ms the occurrences of the patterns in text that no other
 // occurrence contains, in increasing order of start (and of end).
 func (m *machine) scan(text string, ms []match) []match {
-	if m.single != "" {
-		return m.scanSingle(text, ms)
-	}
 	n := len(text)
 	pos := 0
 	for pos < n {
@@ -187,13 +221,19 @@ func (m *machine) scan(text string, ms []match) []match {
 		if i < 0 {
 			break
 		}
-		j := max(pos, i-m.lookback)
+		j := max(pos, i-m.lookback[uint16(text[i])<<8|uint16(text[i+1])])
 		s := int32(0)
 		for j < n {
 			s = m.step(s, text[j])
 			j++
-			if l := m.outLen[s]; l != 0 {
-				ms = add(ms, match{start: j - int(l), end: j, id: m.outID[s]})
+			if s == 0 {
+				if j > i {
+					break
+				}
+				continue
+			}
+			if st := &m.states[s]; st.outLen != 0 {
+				ms = add(ms, match{start: j - int(st.outLen), end: j, id: st.outID})
 			}
 			if s == 0 && j > i {
 				break
@@ -204,44 +244,52 @@ func (m *machine) scan(text string, ms []match) []match {
 	return ms
 }
 
-// next returns the index of the first prefilter byte in text at or after
+// next returns the index of the first prefilter pair in text at or after
 // pos, or -1.
 func (m *machine) next(text string, pos int) int {
 	if m.preOne >= 0 {
-		k := strings.IndexByte(text[pos:], byte(m.preOne))
-		if k < 0 {
-			return -1
+		c := byte(m.preOne)
+		for pos < len(text)-1 {
+			k := strings.IndexByte(text[pos:len(text)-1], c)
+			if k < 0 {
+				return -1
+			}
+			if i := pos + k; m.isPair(c, text[i+1]) {
+				return i
+			}
+			pos += k + 1
 		}
-		return pos + k
+		return -1
 	}
 	pre := &m.pre
-	i := pos
-	for ; i+4 <= len(text); i += 4 {
-		if pre[text[i]]|pre[text[i+1]]|pre[text[i+2]]|pre[text[i+3]] != 0 {
-			break
+	end := len(text) - 1 // a pair starts before the last byte
+	for i := pos; i < end; {
+		if i+4 <= end && pre[text[i]]|pre[text[i+1]]|pre[text[i+2]]|pre[text[i+3]] == 0 {
+			i += 4
+			continue
 		}
-	}
-	for ; i < len(text); i++ {
-		if pre[text[i]] != 0 {
+		if pre[text[i]] != 0 && m.isPair(text[i], text[i+1]) {
 			return i
 		}
+		i++
 	}
 	return -1
 }
 
-// scanSingle is scan for a machine of one pattern.
-func (m *machine) scanSingle(text string, ms []match) []match {
-	p := m.single
-	for pos := 0; pos+len(p) <= len(text); {
-		k := strings.Index(text[pos:], p)
-		if k < 0 {
-			break
+// isPair reports whether b0, b1 is a prefilter pair.
+func (m *machine) isPair(b0, b1 byte) bool {
+	k := uint16(b0)<<8 | uint16(b1)
+	return m.pairs[k>>6]&(1<<(k&63)) != 0
+}
+
+// firstPair returns the index of the first prefilter pair in s, or -1.
+func (m *machine) firstPair(s string) int {
+	for i := 0; i+1 < len(s); i++ {
+		if m.isPair(s[i], s[i+1]) {
+			return i
 		}
-		start := pos + k
-		ms = add(ms, match{start: start, end: start + len(p), id: m.singleID})
-		pos = start + 1
 	}
-	return ms
+	return -1
 }
 
 func countTrue(t *[256]byte) int {
@@ -250,14 +298,4 @@ func countTrue(t *[256]byte) int {
 		n += int(b)
 	}
 	return n
-}
-
-// firstIndexIn returns the index of the first byte of s in set, or len(s).
-func firstIndexIn(s string, set *[256]byte) int {
-	for i := 0; i < len(s); i++ {
-		if set[s[i]] != 0 {
-			return i
-		}
-	}
-	return len(s)
 }

@@ -86,7 +86,7 @@ type Redactor struct {
 func New(secrets []Secret) (r *Redactor, skipped []string) {
 	var (
 		patterns []pattern
-		pre      []byte
+		pairs    [][2]byte
 		seen     = map[string]bool{}
 		ids      = map[string]int32{}
 		names    []string
@@ -105,11 +105,11 @@ func New(secrets []Secret) (r *Redactor, skipped []string) {
 			names = append(names, sec.Name)
 		}
 		fs := forms(sec.Value)
-		if c, ok := anchor(sec.Value); ok {
-			pre = append(pre, c)
+		if p, ok := anchor(sec.Value); ok {
+			pairs = append(pairs, p)
 		} else {
 			for _, f := range fs {
-				pre = append(pre, f[0])
+				pairs = append(pairs, [2]byte{f[0], f[1]})
 			}
 		}
 		for _, f := range fs {
@@ -127,7 +127,7 @@ func New(secrets []Secret) (r *Redactor, skipped []string) {
 	if len(patterns) == 0 {
 		return nil, skipped
 	}
-	r = &Redactor{m: newMachine(patterns, pre), minLen: len(patterns[0].text)}
+	r = &Redactor{m: newMachine(patterns, pairs), minLen: len(patterns[0].text)}
 	for _, name := range names {
 		r.placeholders = append(r.placeholders, "[REDACTED:"+name+"]")
 	}
@@ -170,7 +170,9 @@ func (r *Redactor) redactBytes(b []byte) ([]byte, bool) {
 	if len(ms) == 0 {
 		return b, false
 	}
-	return r.render(make([]byte, 0, len(b)+16), s, ms), true
+	n := 0
+	r.ranges(s, ms, func(piece string) { n += len(piece) })
+	return r.render(make([]byte, 0, n), s, ms), true
 }
 
 // AppendString appends s with every secret replaced to dst and returns the
@@ -197,14 +199,30 @@ func (r *Redactor) redactString(s string) (string, bool) {
 	if len(ms) == 0 {
 		return s, false
 	}
-	out := r.render(make([]byte, 0, len(s)+16), s, ms)
-	return unsafe.String(unsafe.SliceData(out), len(out)), true
+	return r.renderString(s, ms), true
 }
 
 // render appends s to dst with the occurrences ms replaced: occurrences
 // that overlap or touch form one range, which becomes the placeholders of
 // their secrets, each once, in order.
 func (r *Redactor) render(dst []byte, s string, ms []match) []byte {
+	r.ranges(s, ms, func(piece string) { dst = append(dst, piece...) })
+	return dst
+}
+
+// renderString returns s with the occurrences ms replaced, as render.
+func (r *Redactor) renderString(s string, ms []match) string {
+	n := 0
+	r.ranges(s, ms, func(piece string) { n += len(piece) })
+	var b strings.Builder
+	b.Grow(n)
+	r.ranges(s, ms, func(piece string) { b.WriteString(piece) })
+	return b.String()
+}
+
+// ranges calls write with the pieces of the redacted text in order: the
+// text between ranges and the placeholders of each range.
+func (r *Redactor) ranges(s string, ms []match, write func(string)) {
 	var named [4]int32
 	last := 0
 	for k := 0; k < len(ms); {
@@ -216,13 +234,13 @@ func (r *Redactor) render(dst []byte, s string, ms []match) []byte {
 				listed = append(listed, id)
 			}
 		}
-		dst = append(dst, s[last:start]...)
+		write(s[last:start])
 		for _, id := range listed {
-			dst = append(dst, r.placeholders[id]...)
+			write(r.placeholders[id])
 		}
 		last = end
 	}
-	return append(dst, s[last:]...)
+	write(s[last:])
 }
 
 // The texts that stand for values Value cannot walk.
@@ -506,18 +524,24 @@ func appendFloat(b []byte, f float64, bits int) []byte {
 	return b
 }
 
-// anchor returns the letter or digit of value least common in ordinary
-// text. Every form of value contains it.
-func anchor(value string) (byte, bool) {
-	best, rank := byte(0), -1
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; isAlnum(c) {
-			if k := strings.IndexByte(byFrequency, c); k > rank {
-				best, rank = c, k
-			}
+// anchor returns two adjacent letters or digits of value that are rare in
+// ordinary text, the rarity of the first weighing most, and near the start
+// of value, so that little has to be looked at again when they are found.
+// Every form of value contains them side by side.
+func anchor(value string) ([2]byte, bool) {
+	var best [2]byte
+	score := -1
+	for i := 0; i+1 < len(value); i++ {
+		c0, c1 := value[i], value[i+1]
+		if !isAlnum(c0) || !isAlnum(c1) {
+			continue
+		}
+		s := 2*strings.IndexByte(byFrequency, c0) + strings.IndexByte(byFrequency, c1) - 2*min(i, 60)
+		if s > score || score < 0 {
+			best, score = [2]byte{c0, c1}, s
 		}
 	}
-	return best, rank >= 0
+	return best, best[0] != 0
 }
 
 // byFrequency lists the ASCII letters and digits from the most to the least

@@ -43,20 +43,22 @@ func naiveRedact(secrets []Secret, text string) string {
 			all = append(all, occ{i, i + len(f), owner[f]})
 		}
 	}
-	var kept []occ
-	for _, o := range all {
-		inside := false
-		for _, p := range all {
-			if p != o && p.start <= o.start && o.end <= p.end {
-				inside = true
-				break
-			}
+	// Sorted by start and, for one start, longest first, an occurrence lies
+	// inside another exactly when one before it ends at or after its end.
+	slices.SortFunc(all, func(a, b occ) int {
+		if a.start != b.start {
+			return a.start - b.start
 		}
-		if !inside {
+		return b.end - a.end
+	})
+	var kept []occ
+	maxEnd := -1
+	for _, o := range all {
+		if o.end > maxEnd {
 			kept = append(kept, o)
+			maxEnd = o.end
 		}
 	}
-	slices.SortFunc(kept, func(a, b occ) int { return a.start - b.start })
 	var b strings.Builder
 	last := 0
 	for k := 0; k < len(kept); {

@@ -1,0 +1,150 @@
+package redact
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// replacer is the redactor the root package used before this package, kept
+// here as the baseline: one strings.Replacer over the raw, JSON-escaped
+// (encoding/json's HTML-safe style) and URL-escaped forms.
+type replacer struct{ r *strings.Replacer }
+
+func newReplacer(secrets []Secret) replacer {
+	type pair struct{ from, to string }
+	var pairs []pair
+	seen := map[string]bool{}
+	for _, s := range secrets {
+		if len(s.Value) < MinLen {
+			continue
+		}
+		tok := "[REDACTED:" + s.Name + "]"
+		for _, f := range []string{s.Value, jsonStyles[0].escape(s.Value), url.QueryEscape(s.Value), url.PathEscape(s.Value)} {
+			if f != "" && !seen[f] {
+				seen[f] = true
+				pairs = append(pairs, pair{f, tok})
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return replacer{}
+	}
+	sort.Slice(pairs, func(i, j int) bool {
+		if len(pairs[i].from) != len(pairs[j].from) {
+			return len(pairs[i].from) > len(pairs[j].from)
+		}
+		return pairs[i].from < pairs[j].from
+	})
+	var args []string
+	for _, p := range pairs {
+		args = append(args, p.from, p.to)
+	}
+	return replacer{strings.NewReplacer(args...)}
+}
+
+func (r replacer) String(s string) string {
+	if r.r == nil || s == "" {
+		return s
+	}
+	return r.r.Replace(s)
+}
+
+var benchSecrets = []Secret{
+	{"OPENAI_API_KEY", "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"},
+	{"GITHUB_TOKEN", "ghp_R4nD0mT0k3nV4lu3F0rT3st1ngPurp0s3s"},
+	{"SLACK_TOKEN", "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp"},
+	{"SIGNING_KEY", "dGhpcyBpcyBhIHNlY3JldCB2YWx1ZQ+/abc=="},
+	{"DB_PASSWORD", `p@ss"w0rd<&>!`},
+	{"AWS_SECRET", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"},
+	{"STRIPE_KEY", "sk_live_51H8xYzABCdefGHIjklMNO"},
+	{"DATABASE_URL", "postgres://app:S3cr3t%21@db:5432/app"},
+	{"SESSION_JWT", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2ln"},
+	{"PASSPHRASE", "ünïcode sëcret välue"},
+}
+
+// benchText returns about n bytes of what tool results look like: prose,
+// JSON with escaped quotes, URLs and numbers.
+func benchText(n int) string {
+	const chunk = `The issue was triaged and labelled as a bug; the reporter says the ` +
+		`build fails on Linux with "exit status 2". {"id": 48213, "state": "open", ` +
+		`"title": "Build fails: \"undefined: foo\"", "url": "https://api.github.com/repos/o/r/issues/48213?page=2&per_page=30", ` +
+		`"labels": ["bug", "needs-triage"], "created_at": "2026-03-14T09:26:53Z"}` + "\n"
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(chunk)
+	}
+	return b.String()[:n]
+}
+
+type benchRedactor interface{ String(string) string }
+
+func BenchmarkString(b *testing.B) {
+	for _, size := range []int{200, 20 << 10} {
+		for _, nsec := range []int{0, 1, 10} {
+			for _, match := range []string{"none", "one"} {
+				if nsec == 0 && match == "one" {
+					continue
+				}
+				text := benchText(size)
+				if match == "one" {
+					// One occurrence of the first secret, JSON-escaped, in the middle.
+					v := jsonStyles[0].escape(benchSecrets[0].Value)
+					text = text[:size/2-len(v)/2] + v + text[size/2-len(v)/2+len(v):]
+				}
+				secrets := benchSecrets[:nsec]
+				red, _ := New(secrets)
+				impls := []struct {
+					name string
+					r    benchRedactor
+				}{{"redact", red}, {"replacer", newReplacer(secrets)}}
+				for _, impl := range impls {
+					name := fmt.Sprintf("size=%d/secrets=%d/match=%s/impl=%s", size, nsec, match, impl.name)
+					b.Run(name, func(b *testing.B) {
+						if got := impl.r.String(text); (got != text) != (match == "one") {
+							b.Fatalf("%s: redacted %v, want %v", impl.name, got != text, match == "one")
+						}
+						b.SetBytes(int64(len(text)))
+						b.ReportAllocs()
+						for b.Loop() {
+							_ = impl.r.String(text)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkNew(b *testing.B) {
+	for _, nsec := range []int{1, 10} {
+		secrets := benchSecrets[:nsec]
+		b.Run(fmt.Sprintf("secrets=%d/impl=redact", nsec), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				New(secrets)
+			}
+		})
+		b.Run(fmt.Sprintf("secrets=%d/impl=replacer", nsec), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				newReplacer(secrets)
+			}
+		})
+	}
+}
+
+func BenchmarkValue(b *testing.B) {
+	red, _ := New(benchSecrets)
+	tree := map[string]any{
+		"title": "Build fails", "state": "open", "id": 48213.0, "draft": false,
+		"labels": []any{"bug", "needs-triage"},
+		"user":   map[string]any{"login": "octocat", "url": "https://api.github.com/users/octocat"},
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = red.Value(tree)
+	}
+}

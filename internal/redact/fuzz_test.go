@@ -1,0 +1,118 @@
+package redact
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// FuzzRedact builds a Redactor for two random secrets and redacts a random
+// text into which a form of each has been put. The result must equal the
+// reference's; no form of a secret may be left outside a placeholder; and a
+// text with no secret in it comes back as it is.
+func FuzzRedact(f *testing.F) {
+	f.Add("tok-1234", "1234-the-rest-of-the-long-key", "prefix tok-1234-the-rest-of-the-long-key suffix", uint8(0))
+	f.Add(`pa"ss\word`, "<&>\u2028😀", `{"k":"x"}`, uint8(7))
+	f.Add("abab", "baba", "abababab", uint8(3))
+	f.Add("same", "same", "same same", uint8(1))
+	f.Add("a b+c%d/e", "ünï", "https://h/p?q=", uint8(200))
+	f.Add("\x00\x01\x02\x03", "\xff\xfe\xfd\xfc", "", uint8(9))
+	f.Fuzz(func(t *testing.T, a, b, text string, k uint8) {
+		// Long inputs only slow the reference down.
+		a, b, text = a[:min(len(a), 64)], b[:min(len(b), 64)], text[:min(len(text), 2048)]
+		secrets := []Secret{{"A", a}, {"B", b}}
+		r, skipped := New(secrets)
+		var short []string
+		for _, s := range secrets {
+			if len(s.Value) < MinLen && !strings.Contains(strings.Join(short, ","), s.Name) {
+				short = append(short, s.Name)
+			}
+		}
+		if strings.Join(skipped, ",") != strings.Join(short, ",") {
+			t.Fatalf("skipped %q, want %q", skipped, short)
+		}
+		if (r == nil) != (len(short) == 2) {
+			t.Fatalf("New = %v with %d short secrets", r, len(short))
+		}
+
+		// Put a form of each long secret into the text.
+		for i, s := range secrets {
+			if len(s.Value) < MinLen {
+				continue
+			}
+			fs := forms(s.Value)
+			form := fs[(int(k)+i*5)%len(fs)]
+			at := (int(k)*7 + i*13) % (len(text) + 1)
+			text = text[:at] + form + text[at:]
+		}
+
+		got := r.String(text)
+		if want := naiveRedact(secrets, text); got != want {
+			t.Fatalf("String(%q)\n got %q\nwant %q", text, got, want)
+		}
+		if string(r.Bytes([]byte(text))) != got || string(r.AppendString(nil, text)) != got {
+			t.Fatal("Bytes or AppendString differs from String")
+		}
+		for _, s := range secrets {
+			if len(s.Value) < MinLen {
+				continue
+			}
+			for _, form := range forms(s.Value) {
+				if at := leak(got, form); at >= 0 {
+					t.Fatalf("form %q of %s survives at %d in %q", form, s.Name, at, got)
+				}
+			}
+		}
+
+		// Without the secrets, the text is returned as it is.
+		plain := strings.ReplaceAll(strings.ReplaceAll(text, a, ""), b, "")
+		if naiveRedact(secrets, plain) == plain {
+			out := r.String(plain)
+			if out != plain || (len(plain) > 0 && unsafe.StringData(out) != unsafe.StringData(plain)) {
+				t.Fatalf("String changed %q, which holds no secret, to %q", plain, out)
+			}
+		}
+	})
+}
+
+// leak returns where form occurs in out without overlapping a placeholder,
+// or -1.
+func leak(out, form string) int {
+	var masked []bool
+	for i := 0; i+len(form) <= len(out); i++ {
+		k := strings.Index(out[i:], form)
+		if k < 0 {
+			return -1
+		}
+		i += k
+		if masked == nil {
+			masked = make([]bool, len(out))
+			for j := 0; j < len(out); {
+				p := strings.Index(out[j:], "[REDACTED:")
+				if p < 0 {
+					break
+				}
+				p += j
+				e := strings.IndexByte(out[p:], ']')
+				if e < 0 {
+					break
+				}
+				for x := p; x <= p+e; x++ {
+					masked[x] = true
+				}
+				j = p + 1
+			}
+		}
+		hit := false
+		for x := i; x < i+len(form); x++ {
+			if masked[x] {
+				hit = true
+				break
+			}
+		}
+		if !hit {
+			return i
+		}
+	}
+	return -1
+}
