@@ -28,9 +28,9 @@ type machine struct {
 	states []state
 	edges  []edge
 
-	pre      [256]byte    // 1 for the first byte of a prefilter pair
-	pairs    [1024]uint64 // bit b0<<8|b1 for each prefilter pair
-	preOne   int          // the only first byte of the prefilter pairs, or -1
+	pre    [256]byte    // 1 for the first byte of a prefilter pair
+	pairs  [1024]uint64 // bit b0<<8|b1 for each prefilter pair
+	preOne int          // the only first byte of the prefilter pairs, or -1
 	// lookback maps a prefilter pair to the most bytes a pattern has before
 	// it when it is the pattern's first prefilter pair.
 	lookback map[uint16]int
