@@ -71,7 +71,9 @@
 // value. A secret stored in plain text (by a build before encryption, or
 // with PlaintextSecrets) is recognised as such and stays readable;
 // [Store.ReencryptSecrets] encrypts it, and after a key rotation seals
-// every value again with the ring's first key.
+// every value again with the ring's first key. Schema version 3 marks a
+// database that may hold sealed values: builds before encryption, which
+// would take the sealed text for the value, refuse to open it.
 package postgres
 
 import (

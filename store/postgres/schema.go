@@ -172,10 +172,15 @@ BEGIN
 	END LOOP;
 END $$;
 `,
+	// 3: secret env values are sealed by store/keyring
+	// ("toolrun:sealed:v1:…" in env.value). The tables do not change; the
+	// version keeps builds before encryption, which would take the sealed
+	// text for the value, from opening the database.
+	`SELECT 1`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the schema to SchemaVersion in one transaction, holding a
 // transaction-level advisory lock keyed on the schema name, so several

@@ -434,6 +434,10 @@ func TestSecretsUpgradePlaintextDatabase(t *testing.T) {
 		}
 	}
 	st := openIn(t, schema, postgres.Options{Keys: ring(t, genKey(t, "k1"))})
+	var version int
+	if err := st.Pool().QueryRow(ctx, `SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != postgres.SchemaVersion {
+		t.Errorf("schema version after the upgrade %d, %v; want %d", version, err, postgres.SchemaVersion)
+	}
 	wantEnv(t, st, toolrun.ScopeThread, "t1", "API_KEY", toolrun.EnvValue{Value: old, Type: toolrun.VarSecret})
 	wantEnv(t, st, toolrun.ScopeUser, "u1", "TOKEN", toolrun.EnvValue{Value: legacyUser})
 	newer := toolrun.EnvValue{Value: marker("sk-new"), Type: toolrun.VarSecret}

@@ -84,10 +84,15 @@ CREATE TABLE children (
 	UNIQUE (parent_id, reference)
 );
 `,
+	// 2: secret env values are sealed by store/keyring
+	// ("toolrun:sealed:v1:…" in env.value). The tables do not change; the
+	// version keeps builds before encryption, which would take the sealed
+	// text for the value, from opening the file.
+	`SELECT 1`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // migrate brings the database to SchemaVersion in one IMMEDIATE transaction,
 // so two processes opening the same file at once apply each step once.

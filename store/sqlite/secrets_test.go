@@ -388,23 +388,35 @@ func TestSecretsNew(t *testing.T) {
 func TestSecretsUpgradePlaintextDatabase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
 	old, legacyUser, text := marker("sk-old"), marker("sk-olduser"), marker("text")
-	// What the previous build's Open and SetEnv left in the file.
-	st := open(t, path, &sqlite.Options{PlaintextSecrets: true})
+	// What the previous build's Open (schema version 1) and SetEnv left in
+	// the file.
+	db, err := driver.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range [][]any{
-		{"thread", "t1", "API_KEY", old, "secret"},
-		{"user", "u1", "TOKEN", legacyUser, ""},
-		{"thread", "t1", "REGION", text, "text"},
+		{`PRAGMA journal_mode=WAL`},
+		{`CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)`},
+		{sqlite.Migration1},
+		{`INSERT INTO schema_version (version, applied_at) VALUES (1, 0)`},
+		{`INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)`, "thread", "t1", "API_KEY", old, "secret"},
+		{`INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)`, "user", "u1", "TOKEN", legacyUser, ""},
+		{`INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)`, "thread", "t1", "REGION", text, "text"},
 	} {
-		if _, err := st.DB().Exec(`INSERT INTO env (scope, owner_id, name, value, type) VALUES (?, ?, ?, ?, ?)`, q...); err != nil {
-			t.Fatal(err)
+		if _, err := db.Exec(q[0].(string), q[1:]...); err != nil {
+			t.Fatalf("%s: %v", q[0], err)
 		}
 	}
-	st.Close()
+	db.Close()
 	if raw := fileBytes(t, path); !bytes.Contains(raw, []byte(old)) || !bytes.Contains(raw, []byte(legacyUser)) {
 		t.Fatal("the old database does not hold its plain secrets (the scan is wrong)")
 	}
 
-	st = open(t, path, &sqlite.Options{Keys: ring(t, genKey(t, "k1"))})
+	st := open(t, path, &sqlite.Options{Keys: ring(t, genKey(t, "k1"))})
+	var version int
+	if err := st.DB().QueryRow(`SELECT max(version) FROM schema_version`).Scan(&version); err != nil || version != sqlite.SchemaVersion {
+		t.Errorf("schema version after the upgrade %d, %v; want %d", version, err, sqlite.SchemaVersion)
+	}
 	wantEnv(t, st, toolrun.ScopeThread, "t1", "API_KEY", toolrun.EnvValue{Value: old, Type: toolrun.VarSecret})
 	wantEnv(t, st, toolrun.ScopeUser, "u1", "TOKEN", toolrun.EnvValue{Value: legacyUser})
 	newer := toolrun.EnvValue{Value: marker("sk-new"), Type: toolrun.VarSecret}

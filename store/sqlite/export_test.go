@@ -1,0 +1,5 @@
+package sqlite
+
+// Migration1 is the SQL of schema version 1, the schema before encryption
+// at rest of secret env values.
+var Migration1 = migrations[0]
