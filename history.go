@@ -186,19 +186,19 @@ func perspective(rows []Message, side string, pastTools bool) []Message {
 		}
 	}
 	out := make([]Message, 0, len(rows))
-	var queued []Message // a run of queued results waiting for their synthetic call block
+	var queued []Message    // a run of queued results waiting for their synthetic call block
+	var queuedArgs []string // their calls' (redacted) arguments
 	flushQueued := func() {
 		if len(queued) == 0 {
 			return
 		}
 		calls := make([]ToolCall, len(queued))
 		for i, q := range queued {
-			args, _ := q.Metadata[MetaArguments].(string)
-			calls[i] = ToolCall{ID: q.ToolCallID, Name: q.Name, Arguments: args}
+			calls[i] = ToolCall{ID: q.ToolCallID, Name: q.Name, Arguments: queuedArgs[i]}
 		}
 		out = append(out, Message{Role: RoleAssistant, ToolCalls: calls})
 		out = append(out, queued...)
-		queued = nil
+		queued, queuedArgs = nil, nil
 	}
 	for i := range rows {
 		m := rows[i]
@@ -209,7 +209,9 @@ func perspective(rows []Message, side string, pastTools bool) []Message {
 				continue
 			}
 			if q, _ := m.Metadata[MetaQueued].(bool); q && !called[m.ToolCallID] {
+				args, _ := m.Metadata[MetaArguments].(string)
 				queued = append(queued, toModel(m))
+				queuedArgs = append(queuedArgs, args)
 			}
 			// Results of model calls are emitted after their call; orphans are dropped.
 			continue

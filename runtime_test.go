@@ -113,6 +113,11 @@ func TestTurnRunsToolsInOrderAndPersistsBeforeTheNextRequest(t *testing.T) {
 	// audit call as a synthetic call block (CONTRACT: queued results reach the model).
 	assert.Equal(t, "user assistant+calls tool:get_issue tool:label_issue assistant+calls tool:audit", roles(reqs[1].Messages))
 	assert.Equal(t, "issue 7: crash on start", reqs[1].Messages[2].Content)
+	// The synthetic call carries the queued call's real arguments, not {}.
+	queuedCall := reqs[1].Messages[4].ToolCalls
+	require.Len(t, queuedCall, 1)
+	assert.Equal(t, "audit", queuedCall[0].Name)
+	assert.JSONEq(t, `{"number":7}`, queuedCall[0].Arguments)
 }
 
 func TestIncludeChatFalseSendsOnlyTheSystemPrompt(t *testing.T) {
