@@ -37,7 +37,7 @@ func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry,
 		}
 	}
 	if rel := ts.relationship(b, name, true); rel != nil {
-		return Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not directly callable. Use subagent_create with agent=%q to start it, or subagent_message to message an existing instance.", name, name)}, true, nil
+		return notDirectlyCallable(name), true, nil
 	}
 	if e != nil {
 		if a, ok := e.def.(*Agent); ok {
@@ -59,6 +59,12 @@ func (ts *turnState) dispatchDefinition(ctx context.Context, b *batch, e *entry,
 		}
 	}
 	return Result{}, false, nil
+}
+
+// notDirectlyCallable is the result of a call of a subagent relationship's
+// name, which the model reaches through the lifecycle tools.
+func notDirectlyCallable(name string) Result {
+	return Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not directly callable. Use subagent_create with agent=%q to start it, or subagent_message to message an existing instance.", name, name)}
 }
 
 // rootTurn is the top-level turn a sub-prompt belongs to.

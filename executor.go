@@ -276,8 +276,13 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	if p.refused != "" {
 		res = Result{Status: StatusError, Error: p.refused, ErrorCode: "not_resumable"}
 	} else if b.offered != nil && !p.queued && !b.offered[c.Name] {
-		// The allowed-tools gate: no hooks fire for a refused call (reference E7).
-		res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
+		// The allowed-tools gate: no hooks fire for a refused call. A
+		// relationship's name gets the text that says how to reach it.
+		if b.turn != nil && b.turn.relationship(b, c.Name, true) != nil {
+			res = notDirectlyCallable(c.Name)
+		} else {
+			res = Result{Status: StatusError, Error: fmt.Sprintf("Tool %q is not available for this prompt. You can only use tools that were explicitly configured for this prompt.", c.Name)}
+		}
 	} else {
 		ran = true
 		e.fireStarted(ctx, b, c)

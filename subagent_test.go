@@ -412,3 +412,13 @@ func TestWaitDuringConcurrentSends(t *testing.T) {
 		assert.Len(t, p.Requests(), 3, "lead %d: its completion turn ran before Wait returned", i)
 	}
 }
+
+func TestCallingARelationshipByNameSaysHowToReachIt(t *testing.T) {
+	tm := newTeam(t, nil)
+	tm.lead.Add(scripted.Calls(scripted.Call("bg_researcher", map[string]any{"topic": "x"})), scripted.Text("ok"))
+	reply, err := tm.rt.Send(context.Background(), tm.thread, "go")
+	require.NoError(t, err)
+	res := toolResults(reply.Messages, "bg_researcher")
+	require.Len(t, res, 1)
+	assert.Equal(t, `Failed to execute tool: Tool "bg_researcher" is not directly callable. Use subagent_create with agent="bg_researcher" to start it, or subagent_message to message an existing instance.`, res[0].Content)
+}
