@@ -271,7 +271,7 @@ func TestInvokeToolRunsTheFullPipelineAndPersistsNothing(t *testing.T) {
 	})
 	run(t, ex, "t1", call("1", "caller", ""))
 	assert.Equal(t, "found go", got.Result)
-	assert.Equal(t, "Tool argument validation failed: [root] missing property 'query'", invalid.Error)
+	assert.Equal(t, "Tool argument validation failed: [query] required property is missing", invalid.Error)
 	assert.Equal(t, "Tool not found: nope", missing.Error)
 	page, _ := ex.Store().ListMessages(context.Background(), "t1", toolrun.MessageQuery{})
 	assert.Len(t, page.Messages, 1, "only the caller's result is stored")

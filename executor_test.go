@@ -118,7 +118,7 @@ func TestValidationFailureListsEveryLocationSorted(t *testing.T) {
 func TestValidationMissingRequiredField(t *testing.T) {
 	ex := newExec(t, nil, searchTool(nil))
 	out := run(t, ex, "t1", call("c1", "search", `{"format":"json"}`))
-	assert.Equal(t, "Failed to execute tool: Tool argument validation failed: [root] missing property 'query'", out[0].Message.Content)
+	assert.Equal(t, "Failed to execute tool: Tool argument validation failed: [query] required property is missing", out[0].Message.Content)
 }
 
 func TestValidationNullArguments(t *testing.T) {
@@ -148,7 +148,7 @@ func TestRawFuncValidatesAgainstItsSchema(t *testing.T) {
 	})
 	out := run(t, ex, "t1", call("c1", "raw", `{"s":"x"}`), call("c2", "raw", `{"n":1}`))
 	assert.JSONEq(t, `{"s":"x","n":7}`, string(got))
-	assert.Equal(t, "Failed to execute tool: Tool argument validation failed: [root] missing property 's'", out[1].Message.Content)
+	assert.Equal(t, "Failed to execute tool: Tool argument validation failed: [s] required property is missing", out[1].Message.Content)
 }
 
 func TestUnknownTool(t *testing.T) {

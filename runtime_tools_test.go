@@ -89,7 +89,7 @@ func TestPromptToolShapingAndErrors(t *testing.T) {
 		}
 	}
 	require.Len(t, results, 3)
-	assert.Equal(t, "Failed to execute tool: Prompt tool argument validation failed: [] missing property 'text'", results[0])
+	assert.Equal(t, "Failed to execute tool: Prompt tool argument validation failed: [text] required property is missing", results[0])
 	assert.True(t, strings.HasPrefix(results[1], "Failed to execute tool: Sub-prompt failed with 1 error(s):\n  get_issue: Failed to execute tool: Tool argument validation failed: [number]"), results[1])
 	assert.Contains(t, results[2], "Failed to execute tool: Sub-prompt model request failed:", "CONTRACT: a failed sub-prompt request is an error result")
 	assert.Contains(t, results[2], "upstream down")

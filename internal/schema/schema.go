@@ -17,6 +17,7 @@ import (
 
 	reflector "github.com/invopop/jsonschema"
 	validator "github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -260,12 +261,32 @@ func collect(e *validator.ValidationError, out *[]Issue) {
 		}
 		return
 	}
+	var missing []string
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		missing = k.Missing
+	case *kind.DependentRequired:
+		missing = k.Missing
+	case *kind.Dependency:
+		missing = k.Missing
+	}
+	if len(missing) > 0 {
+		// A missing property is reported at its own path, so the model sees
+		// which field to add.
+		for _, p := range missing {
+			*out = append(*out, Issue{Path: strings.Join(append(append([]string(nil), e.InstanceLocation...), p), "."), Message: MissingMessage})
+		}
+		return
+	}
 	path := "root"
 	if len(e.InstanceLocation) > 0 {
 		path = strings.Join(e.InstanceLocation, ".")
 	}
 	*out = append(*out, Issue{Path: path, Message: e.ErrorKind.LocalizedString(printer)})
 }
+
+// MissingMessage is the issue message of a required property that is absent.
+const MissingMessage = "required property is missing"
 
 // Decode parses JSON text into the generic form Validate expects.
 func Decode(b []byte) (any, error) {

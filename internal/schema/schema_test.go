@@ -248,3 +248,34 @@ func FuzzScanNeverPanics(f *testing.F) {
 		}
 	})
 }
+
+// TestMissingPropertiesAreReportedAtTheirOwnPath: the model must see which
+// field to add, at the top level and inside nested objects.
+func TestMissingPropertiesAreReportedAtTheirOwnPath(t *testing.T) {
+	s, err := Compile("t", `{"type":"object","properties":{
+		"query":{"type":"string"},"page":{"type":"integer"},
+		"filter":{"type":"object","properties":{"tag":{"type":"string"},"since":{"type":"string"}},"required":["tag","since"]}},
+		"required":["query","page","filter"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for args, want := range map[string][]Issue{
+		`{}`: {{"filter", MissingMessage}, {"page", MissingMessage}, {"query", MissingMessage}},
+		`{"query":"q","page":1,"filter":{}}`: {{"filter.since", MissingMessage}, {"filter.tag", MissingMessage}},
+		`{"query":"q","page":1,"filter":{"tag":"a"}}`: {{"filter.since", MissingMessage}},
+	} {
+		v, err := Decode([]byte(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Validate(v)
+		if len(got) != len(want) {
+			t.Fatalf("%s: issues %v, want %v", args, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("%s: issue %d = %v, want %v", args, i, got[i], want[i])
+			}
+		}
+	}
+}
