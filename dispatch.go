@@ -202,7 +202,7 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 	}
 	var outcomes []Outcome
 	if len(calls) > 0 {
-		if outcomes, err = rt.ex.runBatch(ctx, cb, calls); err != nil {
+		if outcomes, err = rt.ex.runBatch(ctx, cb, calls, true); err != nil {
 			if ctx.Err() != nil {
 				rt.stopped(ctx, sub, cb, calls) // the sub-prompt's calls get their results too
 			}

@@ -2,11 +2,14 @@ package toolrun
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -146,7 +149,7 @@ func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) (
 	if err != nil {
 		return nil, err
 	}
-	return e.runBatch(ctx, b, calls)
+	return e.runBatch(ctx, b, calls, false)
 }
 
 // batch is the state of one run of calls on a thread.
@@ -177,6 +180,7 @@ type batch struct {
 	redOK   bool
 	curCall string // the top-level call running now (ids of the calls it queues derive from it)
 	queuedN int
+	ran     []string // ids of the calls run so far
 }
 
 type pending struct {
@@ -185,6 +189,8 @@ type pending struct {
 	// refused, when set, is the error text the call is stored with instead
 	// of running (a resumed queued call whose arguments cannot be restored).
 	refused string
+	// fresh calls have ids no stored result has: they are never resumed.
+	fresh bool
 }
 
 func (e *Executor) newBatch(ctx context.Context, threadID string, create bool) (*batch, error) {
@@ -210,13 +216,16 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, create bool) (
 	return b, nil
 }
 
-func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall) ([]Outcome, error) {
+// runBatch runs calls and the calls they queue. fresh says that the
+// calls' ids were made unique on the thread before their message was
+// stored (a runtime turn), so none of them can be a resumed call.
+func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fresh bool) ([]Outcome, error) {
 	if !b.thread.TerminatedAt.IsZero() {
 		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
 	}
 	b.mu.Lock()
 	for _, c := range calls {
-		b.queue = append(b.queue, pending{call: c})
+		b.queue = append(b.queue, pending{call: c, fresh: fresh})
 	}
 	b.mu.Unlock()
 	outcomes := make([]Outcome, 0, len(calls))
@@ -253,19 +262,44 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall) ([]
 func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, error) {
 	c := p.call
 	out := Outcome{Call: c, Queued: p.queued}
-	if c.ID == "" {
-		c.ID = newID("call")
-		out.Call.ID = c.ID
-	} else if m, err := e.store.ToolResult(ctx, b.threadID, c.ID); err == nil {
-		out.Message, out.Resumed = m, true
-		out.Result = resultOf(m)
-		// The calls it queued before the crash go back on the queue: each
-		// resumes (if its result is stored) or runs.
-		e.requeue(b, m)
-		return out, nil
-	} else if !errors.Is(err, ErrNotFound) {
-		return out, &StoreError{Op: "look up tool result " + c.ID, Err: err}
+	red := e.redactor(b)
+	digest := ""
+	if !p.fresh {
+		// Only a call that may be a resumed one needs telling apart.
+		digest = callDigest(c.Name, red.String(c.Arguments))
 	}
+	switch {
+	case c.ID == "":
+		c.ID = newID("call")
+	case b.ranID(c.ID):
+		// A second call with the same id in one batch is a call of its own.
+		c.ID = reissuedID(c.ID)
+	case !p.fresh:
+		m, err := e.store.ToolResult(ctx, b.threadID, c.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return out, &StoreError{Op: "look up tool result " + c.ID, Err: err}
+		}
+		if err == nil {
+			if m.CallDigest == "" || m.CallDigest == digest {
+				// The same call, resumed: its result stands.
+				out.Call.Arguments = red.String(out.Call.Arguments)
+				out.Message, out.Resumed = m, true
+				out.Result = resultOf(m)
+				// The calls it queued before the crash go back on the queue: each
+				// resumes (if its result is stored) or runs.
+				e.requeue(b, m)
+				return out, nil
+			}
+			// Another call that reuses a stored call's id (servers that number
+			// calls call_0, call_1 … in every response): it runs, under an id
+			// of its own.
+			c.ID = reissuedID(c.ID)
+			e.log.WarnContext(ctx, "toolrun: call id already used on the thread by another call: the call runs under a new id",
+				"thread", b.threadID, "tool", c.Name, "id", p.call.ID, "new_id", c.ID)
+		}
+	}
+	out.Call.ID = c.ID
+	b.markRan(c.ID)
 
 	var res Result
 	ran := false
@@ -299,8 +333,9 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		}
 	}
 
-	red := e.redactor(b)
+	red = e.redactor(b) // the tool may have changed the env
 	msg, res := e.shape(ctx, b, c, res, red)
+	msg.CallDigest = digest
 	if ran {
 		e.fireDone(ctx, b, c, res) // the result as it leaves the tool: redacted
 	}
@@ -342,6 +377,42 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
 	return out, nil
+}
+
+// callDigest identifies a call by its tool and its redacted arguments, so
+// that a stored result tells the call it answers from another call with
+// the same id.
+func callDigest(name, redactedArgs string) string {
+	var buf [512]byte
+	in := append(append(append(buf[:0], name...), 0), strings.TrimSpace(redactedArgs)...)
+	sum := sha256.Sum256(in)
+	var out [22]byte
+	base64.RawURLEncoding.Encode(out[:], sum[:16])
+	return string(out[:])
+}
+
+// reissuedID returns a new id for a call whose id is taken, keeping the old
+// one as its start (ids stay within what providers accept: letters, digits,
+// _ and -).
+func reissuedID(old string) string {
+	if len(old) > 24 {
+		old = old[:24]
+	}
+	return old + "_" + randomHex(4)
+}
+
+// ranID reports whether a call with this id already ran in the batch;
+// markRan records one.
+func (b *batch) ranID(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Contains(b.ran, id)
+}
+
+func (b *batch) markRan(id string) {
+	b.mu.Lock()
+	b.ran = append(b.ran, id)
+	b.mu.Unlock()
 }
 
 // uncancelled returns ctx without its cancellation, for writes that must

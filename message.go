@@ -62,6 +62,10 @@ type Message struct {
 	Prompt string `json:"prompt,omitempty"`
 	// SubagentID is the child thread a tool result concerns, for UI grouping.
 	SubagentID string `json:"subagent_id,omitempty"`
+	// CallDigest identifies the call a tool result answers (a digest of its
+	// tool name and redacted arguments), so a call resumed after a crash is
+	// told from another call that reuses its id.
+	CallDigest string `json:"call_digest,omitempty"`
 	// Metadata holds data that is stored but never sent to a model: a tool
 	// result's error_code, error_data and stack, the arguments of a queued call.
 	Metadata map[string]any `json:"metadata,omitempty"`

@@ -3,6 +3,7 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -571,7 +572,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			exec.StepCount = steps
 			continue
 		}
-		outcomes, err := rt.ex.runBatch(ctx, b, calls)
+		outcomes, err := rt.ex.runBatch(ctx, b, calls, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				rt.stopped(ctx, ts, b, calls)
@@ -770,6 +771,7 @@ func (rt *Runtime) bindBatch(b *batch, ts *turnState, exec *Execution) {
 func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Request) (string, []ToolCall, error) {
 	type pendingCall struct {
 		call    ToolCall
+		rawID   string // the id the provider gave
 		args    strings.Builder
 		scan    partialjson.Scanner
 		key     string
@@ -778,6 +780,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 	}
 	var text strings.Builder
 	calls := map[int]*pendingCall{}
+	ids := map[string]bool{} // ids given to this response's calls
 	var order []int
 	get := func(i int) *pendingCall {
 		pc := calls[i]
@@ -816,9 +819,9 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 			text.WriteString(ch.Text)
 		case ChunkToolCallStart:
 			pc := get(ch.Index)
-			pc.call.ID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
-			if pc.call.ID == "" {
-				pc.call.ID = newID("call")
+			pc.rawID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
+			if pc.call.ID, err = rt.uniqueCallID(ctx, ts.th.ID, pc.rawID, ids); err != nil {
+				return "", nil, err
 			}
 			pc.started = true
 			pc.key = rt.progressKey(pc.call.Name)
@@ -836,18 +839,19 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 			}
 		case ChunkToolCall:
 			pc := get(ch.Index)
-			if ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.call.ID {
-				if pc.fired && pc.call.ID != "" {
+			if pc.call.ID == "" || ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.rawID {
+				pc.rawID = ch.ToolCall.ID
+				if pc.call.ID, err = rt.uniqueCallID(ctx, ts.th.ID, pc.rawID, ids); err != nil {
+					return "", nil, err
+				}
+				if pc.fired {
 					b.mu.Lock()
 					if b.started == nil {
 						b.started = map[string]bool{}
 					}
-					b.started[ch.ToolCall.ID] = true // the start already fired under the first id
+					b.started[pc.call.ID] = true // the start already fired under the first id
 					b.mu.Unlock()
 				}
-				pc.call.ID = ch.ToolCall.ID
-			} else if pc.call.ID == "" {
-				pc.call.ID = newID("call")
 			}
 			if ch.ToolCall.Name != "" {
 				pc.call.Name = ch.ToolCall.Name
@@ -886,6 +890,33 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 		out = append(out, pc.call)
 	}
 	return text.String(), out, nil
+}
+
+// uniqueCallID returns the id a call of the response being streamed runs
+// under: the provider's id unless an earlier call of the response has it or
+// a stored result on the thread answers it (servers that number the calls
+// of every response call_0, call_1 …); then a new id derived from it. Only a
+// call resumed from its stored assistant message keeps the id of a stored
+// result. seen holds the ids given so far.
+func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen map[string]bool) (string, error) {
+	if id == "" {
+		id = newID("call")
+	}
+	for {
+		taken := seen[id]
+		if !taken {
+			_, err := rt.store.ToolResult(ctx, threadID, id)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				return "", &StoreError{Op: "look up tool result " + id, Err: err}
+			}
+			taken = err == nil
+		}
+		if !taken {
+			seen[id] = true
+			return id, nil
+		}
+		id = reissuedID(id)
+	}
 }
 
 // progressKey returns the progress argument of a function tool, or "".

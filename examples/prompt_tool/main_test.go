@@ -41,7 +41,7 @@ func TestPromptToolRunsTheSummarizerAsASubPrompt(t *testing.T) {
 	}
 	require.Len(t, results, 2)
 	assert.Equal(t, toolrun.StatusError, results[0].ToolStatus)
-	assert.Equal(t, "Failed to execute tool: Prompt tool argument validation failed: [] missing property 'text'", results[0].Content)
+	assert.Equal(t, "Failed to execute tool: Prompt tool argument validation failed: [text] required property is missing", results[0].Content)
 	assert.Equal(t, toolrun.StatusSuccess, results[1].ToolStatus)
 	assert.True(t, strings.HasPrefix(results[1].Content, "- Nightly export fails since 3.2"), results[1].Content)
 	assert.True(t, strings.HasSuffix(results[1].Content, "\nTool Response: 58 words"), results[1].Content)
