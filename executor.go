@@ -166,6 +166,9 @@ type batch struct {
 	parentID  string
 	depth     int
 	nest      int             // nesting level of the batch's own calls (sub-prompts: one more than their caller)
+	// nullOptionals: the model's provider sends optional properties as
+	// nullable, so its nulls for them mean "not given".
+	nullOptionals bool
 	started   map[string]bool // calls whose tool_call_started already fired
 	side      string          // acting side, recorded on stored results
 	turn      *turnState      // the runtime turn, nil for a bare run
@@ -323,7 +326,11 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		b.msgID = newID("msg")
 		var abort error
 		sctx, span := e.startToolSpan(ctx, b, c)
-		res, abort = e.execute(sctx, b, nil, c.Name, c.Arguments)
+		args := c.Arguments
+		if b.nullOptionals && !p.queued {
+			args = e.stripOptionalNulls(b, c.Name, args)
+		}
+		res, abort = e.execute(sctx, b, nil, c.Name, args)
 		defer func() { e.endToolSpan(span, res, b) }()
 		if abort != nil {
 			b.setAbort(abort, e.redactor(b))
@@ -537,6 +544,24 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 	}
 	st := &callState{e: e, b: b, tool: t, nest: level}
 	return callTool(ctx, t, st, in)
+}
+
+// stripOptionalNulls removes the nulls a strict schema dialect made the
+// model send for optional properties of the named tool or prompt.
+func (e *Executor) stripOptionalNulls(b *batch, name, args string) string {
+	ent := e.reg.lookup(name, "")
+	if ent == nil {
+		return args
+	}
+	var s *schema.Schema
+	switch {
+	case ent.tool != nil:
+		s = ent.tool.schema
+	case isPrompt(ent.def):
+		s = ent.def.(*Prompt).compiled
+	}
+	out, _ := s.StripOptionalNulls(args)
+	return out
 }
 
 // nestingKey carries, in the context of a blocking subagent's Send, the

@@ -51,6 +51,17 @@ type Provider interface {
 	Stream(ctx context.Context, req *Request) iter.Seq2[Chunk, error]
 }
 
+// NullableOptionals is implemented by providers whose schema dialect makes
+// every optional property required and nullable (OpenAI's strict mode), so
+// their models send null for a property they mean to leave out. For such a
+// model, the runtime removes a null the model sent for a property that the
+// tool's own schema leaves optional and does not let be null, before
+// validation; defaults then apply as for any other model.
+type NullableOptionals interface {
+	// NullableOptionals reports whether the dialect applies to modelID.
+	NullableOptionals(modelID string) bool
+}
+
 // ProviderToolLister is implemented by providers that execute tools
 // themselves (web search, code interpreter …).
 type ProviderToolLister interface {

@@ -763,6 +763,9 @@ func (rt *Runtime) bindBatch(b *batch, ts *turnState, exec *Execution) {
 	b.prompt = ts.prompt.Name
 	b.side = ts.sideKey
 	b.turn = ts
+	if n, ok := ts.model.Provider.(NullableOptionals); ok {
+		b.nullOptionals = n.NullableOptionals(ts.model.ID)
+	}
 	b.thread.AgentID = ts.th.AgentID
 }
 

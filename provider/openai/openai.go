@@ -112,6 +112,13 @@ func OpenRouter(key string) *Options {
 // Provider is an OpenAI-compatible chat-completions client. It implements
 // toolrun.Provider and toolrun.ProviderToolLister and is safe for
 // concurrent use.
+var _ toolrun.NullableOptionals = (*Provider)(nil)
+
+// NullableOptionals reports whether Options.Strict is set: strict mode
+// sends optional properties as required and nullable, so the model's null
+// means "not given".
+func (p *Provider) NullableOptionals(string) bool { return p.opts.Strict }
+
 type Provider struct {
 	name     string
 	opts     Options
