@@ -330,7 +330,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		if b.nullOptionals && !p.queued {
 			args = e.stripOptionalNulls(b, c.Name, args)
 		}
-		res, abort = e.execute(sctx, b, nil, c.Name, args)
+		res, abort = e.execute(sctx, b, nil, c.ID, c.Name, args)
 		defer func() { e.endToolSpan(span, res, b) }()
 		if abort != nil {
 			b.setAbort(abort, e.redactor(b))
@@ -508,7 +508,9 @@ func resultOf(m *Message) Result {
 // defaults, check required variables, apply the uses list, call with panics
 // recovered — and returns the normalised result. It stores nothing. abort is
 // non-nil when the tool asked to abort the run.
-func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, name, args string) (res Result, abort error) {
+//
+// id is the call's id: the batch call's, or an invocation's (see CallID).
+func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, id, name, args string) (res Result, abort error) {
 	ns := ""
 	level := b.nest
 	if caller != nil {
@@ -542,7 +544,7 @@ func (e *Executor) execute(ctx context.Context, b *batch, caller *callState, nam
 	if missing := e.missingVariables(b, t.variables); len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	st := &callState{e: e, b: b, tool: t, nest: level}
+	st := &callState{e: e, b: b, tool: t, nest: level, id: id}
 	return callTool(ctx, t, st, in)
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,6 +16,9 @@ type callState struct {
 	b    *batch
 	tool *funcTool // the running tool: its uses list and package
 	nest int       // the call's nesting level (0: a call of a top-level batch)
+	id   string    // the call's id (CallID)
+	// invoked counts the InvokeTool calls made so far, for their ids.
+	invoked atomic.Int64
 }
 
 var _ ThreadState = (*callState)(nil)
@@ -22,6 +27,7 @@ func (s *callState) ThreadID() string      { return s.b.threadID }
 func (s *callState) AgentID() string       { return s.b.thread.AgentID }
 func (s *callState) UserID() string        { return s.b.thread.UserID }
 func (s *callState) Execution() *Execution { return s.b.exec }
+func (s *callState) CallID() string        { return s.id }
 
 func (s *callState) Value(ctx context.Context, key string, dst any) (bool, error) {
 	raw, err := s.e.store.GetValue(ctx, s.b.threadID, key)
@@ -148,7 +154,8 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 	if err != nil {
 		return Errorf("toolrun: invoke %s: arguments: %v", name, err)
 	}
-	res, abort := s.e.execute(ctx, s.b, s, name, raw)
+	id := s.id + "_i" + strconv.FormatInt(s.invoked.Add(1), 10)
+	res, abort := s.e.execute(ctx, s.b, s, id, name, raw)
 	if abort != nil {
 		s.b.setAbort(abort, s.e.redactor(s.b))
 	}

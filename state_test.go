@@ -183,3 +183,33 @@ func TestRunCodeIsTerminatedWhenTheToolContextEnds(t *testing.T) {
 		assert.Equal(t, toolrun.CodeStatusTerminated, res.Status)
 	})
 }
+
+// A tool sees its own call id (for idempotency keys toward outside
+// systems): the model's id, a queued call's id, and for invocations the
+// caller's id with the invocation's number — the same when run again.
+func TestToolSeesItsOwnCallID(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	record := func(s toolrun.ThreadState) {
+		mu.Lock()
+		seen = append(seen, s.CallID())
+		mu.Unlock()
+	}
+	leaf := fn("leaf", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		record(s)
+		return toolrun.Text("leaf"), nil
+	})
+	outer := fn("outer", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		record(s)
+		s.InvokeTool(ctx, "leaf", nil)
+		s.InvokeTool(ctx, "leaf", nil)
+		return toolrun.Text("outer"), s.QueueTool("leaf", nil)
+	})
+	ex := newExec(t, nil, leaf, outer)
+	run(t, ex, "t", call("call_9", "outer", ""))
+	assert.Equal(t, []string{"call_9", "call_9_i1", "call_9_i2", "call_9_q1"}, seen)
+
+	seen = nil
+	run(t, newExec(t, nil, leaf, outer), "t", call("call_9", "outer", ""))
+	assert.Equal(t, []string{"call_9", "call_9_i1", "call_9_i2", "call_9_q1"}, seen, "run again (a fresh store: nothing stored), the ids are the same")
+}

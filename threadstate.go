@@ -27,6 +27,13 @@ type ThreadState interface {
 	UserID() string
 	// Execution describes the active run, or is nil outside one.
 	Execution() *Execution
+	// CallID is the id of the running tool call: the model's call id (made
+	// unique on the thread), a queued call's id, or, for a tool run through
+	// InvokeTool, its caller's id followed by "_i" and the invocation's
+	// number (1, 2 … in the order the caller made them). It is the same when
+	// a call is run again after a crash, so it suits idempotency keys
+	// toward outside systems.
+	CallID() string
 
 	// Value decodes the JSON value stored under key into dst and reports
 	// whether it exists.

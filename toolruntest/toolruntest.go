@@ -48,6 +48,8 @@ type Options struct {
 	Files map[string][]byte
 	// Execution is returned by Execution(); nil means outside a run.
 	Execution *toolrun.Execution
+	// CallID is returned by CallID(); "" means "test-call".
+	CallID string
 	// Tools are what InvokeTool can run (through the same pipeline as Call).
 	// A name not found gives the "Tool not found" error result.
 	Tools []toolrun.Tool
@@ -65,14 +67,15 @@ type Invocation struct {
 // State is a fake toolrun.ThreadState backed by a MemoryStore. It records
 // what tools do with it. It is safe for concurrent use.
 type State struct {
-	t     testing.TB
-	id    string
-	agent string
-	user  string
-	exec  *toolrun.Execution
-	store *toolrun.MemoryStore
-	code  toolrun.CodeRunner
-	tools map[string]toolrun.Tool
+	t      testing.TB
+	id     string
+	agent  string
+	user   string
+	exec   *toolrun.Execution
+	callID string
+	store  *toolrun.MemoryStore
+	code   toolrun.CodeRunner
+	tools  map[string]toolrun.Tool
 
 	mu       sync.Mutex
 	env      map[string]toolrun.EnvValue
@@ -92,11 +95,14 @@ func NewState(t testing.TB, opts *Options) *State {
 	if opts == nil {
 		opts = &Options{}
 	}
-	s := &State{t: t, id: opts.ThreadID, agent: opts.AgentID, user: opts.UserID, exec: opts.Execution,
+	s := &State{t: t, id: opts.ThreadID, agent: opts.AgentID, user: opts.UserID, exec: opts.Execution, callID: opts.CallID,
 		store: toolrun.NewMemoryStore(), code: opts.CodeRunner, tools: map[string]toolrun.Tool{},
 		env: map[string]toolrun.EnvValue{}}
 	if s.id == "" {
 		s.id = "test-thread"
+	}
+	if s.callID == "" {
+		s.callID = "test-call"
 	}
 	ctx := context.Background()
 	if err := s.store.CreateThread(ctx, &toolrun.Thread{ID: s.id, AgentID: s.agent, UserID: s.user}); err != nil {
@@ -238,6 +244,9 @@ func (s *State) UserID() string { return s.user }
 
 // Execution implements toolrun.ThreadState.
 func (s *State) Execution() *toolrun.Execution { return s.exec }
+
+// CallID implements toolrun.ThreadState: Options.CallID, or "test-call".
+func (s *State) CallID() string { return s.callID }
 
 // Value implements toolrun.ThreadState.
 func (s *State) Value(ctx context.Context, key string, dst any) (bool, error) {
