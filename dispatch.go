@@ -233,12 +233,13 @@ func (rt *Runtime) initMessage(ctx context.Context, threadID string, cfg *Subpro
 		m.Content, has = textOf(v), true
 	}
 	if cfg.InitAttachmentsProperty != "" {
-		for _, path := range attachmentPaths(args[cfg.InitAttachmentsProperty]) {
-			info, err := rt.store.StatFile(ctx, threadID, path)
+		for _, r := range rt.refsForPaths(ctx, threadID, attachmentPaths(args[cfg.InitAttachmentsProperty])) {
+			info, err := rt.store.StatFile(ctx, threadID, r.Path)
 			if err != nil {
-				continue
+				continue // only files of the thread are attached
 			}
-			m.Attachments = append(m.Attachments, AttachmentRef{ID: newID("att"), Type: "file", Path: path, Name: path[strings.LastIndexByte(path, '/')+1:], MimeType: info.MimeType, Size: info.Size})
+			r.ID, r.Type, r.MimeType, r.Size = newID("att"), "file", info.MimeType, info.Size
+			m.Attachments = append(m.Attachments, r)
 			has = true
 		}
 	}

@@ -945,12 +945,12 @@ func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) err
 	if err != nil {
 		return err
 	}
-	if h.config != nil && h.config.InitUserMessageProperty != "" {
-		if v, ok := h.args[h.config.InitUserMessageProperty]; ok {
-			m := &Message{Role: RoleUser, Content: textOf(v), Metadata: map[string]any{metaSide: "b"}}
-			if err := rt.store.AppendMessages(ctx, th.ID, m); err != nil {
-				return &StoreError{Op: "append handoff message", Err: err}
-			}
+	// The handoff's init user message, with the named attachments, as a
+	// prompt tool gets it (the thread is the same, so nothing is copied).
+	if m := rt.initMessage(ctx, th.ID, h.config, h.args); m != nil {
+		m.Metadata = map[string]any{metaSide: "b"}
+		if err := rt.store.AppendMessages(ctx, th.ID, m); err != nil {
+			return &StoreError{Op: "append handoff message", Err: err}
 		}
 	}
 	return nil

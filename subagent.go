@@ -276,10 +276,11 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		js, _ := json.MarshalIndent(argMap, "", "  ")
 		initial = append(initial, &Message{Role: RoleSystem, Silent: true, Content: "Initial arguments:\n" + string(js)})
 	}
-	for _, ref := range rt.copyAttachments(ctx, ts.th.ID, th.ID, pathsOf(attachments)) {
+	copied := rt.copyAttachments(ctx, ts.th.ID, th.ID, rt.refsForPaths(ctx, ts.th.ID, pathsOf(attachments)))
+	for _, ref := range copied {
 		initial = append(initial, &Message{Role: RoleUser, Silent: true, Content: "Initial asset attachment path: " + ref.Path, Metadata: map[string]any{metaSide: "b"}})
 	}
-	initial = append(initial, &Message{Role: RoleUser, Content: message, Metadata: map[string]any{metaSide: "b"}})
+	initial = append(initial, &Message{Role: RoleUser, Content: message, Attachments: copied, Metadata: map[string]any{metaSide: "b"}})
 	if err := rt.store.AppendMessages(ctx, th.ID, initial...); err != nil {
 		return Errorf("storing the subagent's first messages: %v", err)
 	}
@@ -398,34 +399,111 @@ func (rt *Runtime) childEnv(ctx context.Context, ts *turnState, b *batch, rel *S
 }
 
 // copyAttachments copies thread files into another thread under
-// receiver-local paths (reference M3) and returns the new refs.
-func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, paths []string) []AttachmentRef {
+// receiver-local paths (reference M3) and returns the new refs: each keeps
+// its ref's name, MIME type and dimensions, and gets the receiver's path
+// and a new id. Files that do not exist are skipped.
+func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, refs []AttachmentRef) []AttachmentRef {
 	var out []AttachmentRef
-	for _, p := range paths {
-		data, info, err := rt.store.ReadFile(ctx, from, CleanPath(p))
+	for _, r := range refs {
+		src := CleanPath(r.Path)
+		data, info, err := rt.store.ReadFile(ctx, from, src)
 		if err != nil {
 			continue
 		}
-		base := path.Base(p)
-		ext := path.Ext(base)
-		stem := strings.Trim(unsafeRE.ReplaceAllString(strings.TrimSuffix(base, ext), "-"), "-")
+		name := r.Name
+		if name == "" {
+			name = path.Base(src)
+		}
+		ext := path.Ext(name)
+		stem := strings.Trim(unsafeRE.ReplaceAllString(strings.TrimSuffix(name, ext), "-"), "-")
 		if stem == "" {
 			stem = "asset"
 		}
 		if len(stem) > 64 {
 			stem = stem[:64]
 		}
-		if ext == "" {
-			ext = "." + attachmentExt(Attachment{MimeType: info.MimeType})
+		if ext == "" || len(ext) > 17 || unsafeRE.MatchString(ext) {
+			ext = "." + attachmentExt(Attachment{Name: src, MimeType: info.MimeType})
+		}
+		mime := info.MimeType
+		if mime == "" || mime == "application/octet-stream" && r.MimeType != "" {
+			mime = r.MimeType
 		}
 		dst := "/attachments/" + stem + "-" + randomHex(4) + ext
-		ni, err := rt.store.WriteFile(ctx, to, dst, data, info.MimeType)
+		ni, err := rt.store.WriteFile(ctx, to, dst, data, mime)
 		if err != nil {
+			rt.log.WarnContext(ctx, "toolrun: copying an attachment", "from", from, "to", to, "path", src, "error", err)
 			continue
 		}
-		out = append(out, AttachmentRef{ID: newID("att"), Type: "file", Path: dst, Name: base, MimeType: info.MimeType, Size: ni.Size})
+		out = append(out, AttachmentRef{ID: newID("att"), Type: "file", Path: dst, Name: name, MimeType: mime, Size: ni.Size,
+			Width: r.Width, Height: r.Height, Description: r.Description})
 	}
 	return out
+}
+
+// refsForPaths turns attachment paths given as tool arguments into refs:
+// the ref a message of the thread carries for that path (its original name,
+// MIME type and dimensions), else one made from the path. Only the newest
+// refScanLimit messages are searched.
+func (rt *Runtime) refsForPaths(ctx context.Context, threadID string, paths []string) []AttachmentRef {
+	if len(paths) == 0 {
+		return nil
+	}
+	known := map[string]AttachmentRef{}
+	if p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: refScanLimit, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1}); err == nil {
+		for _, m := range p.Messages {
+			for _, a := range m.Attachments {
+				if _, ok := known[a.Path]; !ok {
+					known[a.Path] = a
+				}
+			}
+		}
+	}
+	out := make([]AttachmentRef, 0, len(paths))
+	for _, p := range paths {
+		r, ok := known[p]
+		if !ok {
+			r = AttachmentRef{Type: "file", Path: p, Name: path.Base(p)}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// refScanLimit bounds the messages refsForPaths reads.
+const refScanLimit = 500
+
+// localizeText rewrites a child's text for its parent: the child's own
+// "Attachment path for …" lines of copied files go (the parent's result
+// gets lines with its own paths), and any other mention of a copied file's
+// child path becomes the parent's path.
+func localizeText(text string, from, to []AttachmentRef) string {
+	if len(from) == 0 {
+		return text
+	}
+	byPath := map[string]string{}
+	for i := range from {
+		if i < len(to) {
+			byPath[from[i].Path] = to[i].Path
+		}
+	}
+	lines := strings.Split(text, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if strings.HasPrefix(l, "Attachment path for ") {
+			if i := strings.LastIndex(l, ": "); i >= 0 {
+				if _, ok := byPath[l[i+2:]]; ok {
+					continue
+				}
+			}
+		}
+		kept = append(kept, l)
+	}
+	text = strings.TrimRight(strings.Join(kept, "\n"), "\n")
+	for old, nu := range byPath {
+		text = strings.ReplaceAll(text, old, nu)
+	}
+	return text
 }
 
 var unsafeRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
@@ -446,15 +524,25 @@ func (rt *Runtime) childOutcome(ctx context.Context, entry ChildEntry) (text str
 	if strings.TrimSpace(text) == "" {
 		text = "Subagent completed."
 	}
-	// Attachments of the child's final messages travel back to the parent.
-	var paths []string
+	// Attachments of the child's final messages travel back to the parent,
+	// under parent-local paths; the text names only those.
+	var childRefs []AttachmentRef
+	seen := map[string]bool{}
 	for _, m := range reply.Messages {
 		for _, a := range m.Attachments {
-			paths = append(paths, a.Path)
+			if !seen[a.Path] {
+				seen[a.Path] = true
+				childRefs = append(childRefs, a)
+			}
 		}
 	}
-	refs = rt.copyAttachments(ctx, entry.Reference, entry.ParentID, paths)
-	return text, failed, refs, status
+	var copied, from []AttachmentRef
+	for _, r := range childRefs {
+		if c := rt.copyAttachments(ctx, entry.Reference, entry.ParentID, []AttachmentRef{r}); len(c) == 1 {
+			copied, from = append(copied, c[0]), append(from, r)
+		}
+	}
+	return localizeText(text, from, copied), failed, copied, status
 }
 
 // resume runs the child's next session from the messages already stored.
@@ -545,7 +633,7 @@ func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 // deliver copies attachments into the child and stores the message.
 func (rt *Runtime) deliver(ctx context.Context, parentID, childID, message string, paths []string) error {
 	var msgs []*Message
-	refs := rt.copyAttachments(ctx, parentID, childID, paths)
+	refs := rt.copyAttachments(ctx, parentID, childID, rt.refsForPaths(ctx, parentID, paths))
 	for _, r := range refs {
 		msgs = append(msgs, &Message{Role: RoleUser, Silent: true, Content: "Attachment path: " + r.Path, Metadata: map[string]any{metaSide: "b"}})
 	}
