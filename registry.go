@@ -47,6 +47,7 @@ type Registry struct {
 
 	mu    sync.RWMutex
 	names map[string]*entry
+	gen   uint64 // counts registrations, so a Check result can be reused
 }
 
 // entry is one registered definition.
@@ -137,6 +138,9 @@ func (r *Registry) register(ns string, defs []Definition) error {
 		}
 		local[name] = true
 		e := &entry{name: qualify(ns, name), namespace: ns, def: d}
+		if err := checkVariables(e.name, variablesOf(d)); err != nil {
+			return err
+		}
 		if t, ok := d.(Tool); ok {
 			ft, err := t.compileTool()
 			if err != nil {
@@ -178,6 +182,7 @@ func (r *Registry) register(ns string, defs []Definition) error {
 			}
 		}
 	}
+	r.gen++
 	for _, e := range entries {
 		r.names[e.name] = e
 		var defaults map[string]string

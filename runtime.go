@@ -66,6 +66,35 @@ type Runtime struct {
 	locker   ThreadLocker // nil: one process owns the store
 	owner    string
 	base     *Runtime // the runtime a per-turn view was made from
+	checks   *defCheck
+}
+
+// defCheck caches the result of Registry.Check for one registry generation.
+type defCheck struct {
+	mu  sync.Mutex
+	gen uint64
+	ok  bool
+	err error
+}
+
+// checkDefinitions runs Registry.Check once per registry generation and
+// returns its error: no thread or turn starts while a definition names
+// something that is not registered.
+func (rt *Runtime) checkDefinitions() error {
+	c := rt.checks
+	rt.reg.mu.RLock()
+	gen := rt.reg.gen
+	rt.reg.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ok && c.gen == gen {
+		return c.err
+	}
+	c.gen, c.ok, c.err = gen, true, rt.reg.Check()
+	if c.err != nil {
+		rt.log.Error("toolrun: definitions refer to names that are not registered", "error", c.err)
+	}
+	return c.err
 }
 
 // ThreadLocker is implemented by stores that several service instances
@@ -86,7 +115,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner,
 		TracerProvider: opts.TracerProvider, MaxNesting: opts.MaxNesting})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
-		turns: ex.locks, bg: newWorkCounter(), owner: opts.Owner}
+		turns: ex.locks, bg: newWorkCounter(), owner: opts.Owner, checks: &defCheck{}}
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
 	}
@@ -166,6 +195,9 @@ type ThreadOptions struct {
 
 // NewThread creates a thread running agent.
 func (rt *Runtime) NewThread(ctx context.Context, agent string, opts *ThreadOptions) (*Thread, error) {
+	if err := rt.checkDefinitions(); err != nil {
+		return nil, err
+	}
 	if _, ok := rt.reg.Agent(agent); !ok {
 		return nil, fmt.Errorf("toolrun: new thread: agent %q is not registered", agent)
 	}
@@ -230,6 +262,9 @@ func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, err
 
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
 	rt = rt.base
+	if err := rt.checkDefinitions(); err != nil {
+		return nil, err
+	}
 	unlock := rt.turns.lock(threadID)
 	defer unlock()
 	if rt.locker != nil {

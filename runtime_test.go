@@ -262,6 +262,7 @@ func TestMaxSessionTurns(t *testing.T) {
 	w.reg = toolrun.NewRegistry(nil)
 	tp := triagePrompt()
 	tp.Model = "m"
+	tp.Tools = nil // this registry has no tools
 	require.NoError(t, w.reg.Register(&toolrun.Model{Name: "m", Provider: w.p}, tp,
 		&toolrun.Agent{Name: "agent", MaxSessionTurns: 2, SideA: toolrun.Side{Prompt: "triager"}, SideB: toolrun.Side{Human: true}}))
 	w.rt = toolrun.NewRuntime(w.reg, nil)

@@ -136,6 +136,8 @@ type Func[A any] struct {
 
 func (f *Func[A]) definitionName() string { return f.Name }
 
+func (f *Func[A]) declaredVariables() []Variable { return f.Variables }
+
 // InputSchema returns the JSON Schema generated from A, as sent to models.
 // The map must not be modified.
 func (f *Func[A]) InputSchema() (map[string]any, error) {

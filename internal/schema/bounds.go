@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 	"strconv"
@@ -160,4 +161,68 @@ func asFloat(v any) (float64, bool) {
 		return f, err == nil
 	}
 	return 0, false
+}
+
+// checkTagDefaults finds the fields whose `jsonschema:"default=…"` tag the
+// reflector dropped because the value does not parse as the field's type
+// (it drops them without a word), and names them.
+func checkTagDefaults(t reflect.Type, doc map[string]any, path []string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct || len(path) > 32 {
+		return nil
+	}
+	props, _ := doc["properties"].(map[string]any)
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+			if err := checkTagDefaults(ft, doc, path); err != nil {
+				return err
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		p, _ := props[name].(map[string]any)
+		if p == nil {
+			continue
+		}
+		fieldPath := append(path, name)
+		if def, ok := tagDefault(f.Tag.Get("jsonschema")); ok {
+			if _, kept := p["default"]; !kept {
+				typ, _ := p["type"].(string)
+				return fmt.Errorf("field %s: default=%s does not parse as %s", strings.Join(fieldPath, "."), def, typ)
+			}
+		}
+		if ft.Kind() == reflect.Struct {
+			if err := checkTagDefaults(ft, p, fieldPath); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tagDefault returns the value of the first default= entry of a jsonschema tag.
+func tagDefault(tag string) (string, bool) {
+	for _, part := range strings.Split(tag, ",") {
+		if v, ok := strings.CutPrefix(part, "default="); ok {
+			return v, true
+		}
+	}
+	return "", false
 }

@@ -78,6 +78,9 @@ func ForType(t reflect.Type) (map[string]any, error) {
 		return nil, fmt.Errorf("argument type %s: %w", t, err)
 	}
 	stripKeys(doc)
+	if err := checkTagDefaults(t, doc, nil); err != nil {
+		return nil, fmt.Errorf("argument type %s: %w", t, err)
+	}
 	addTypeBounds(t, doc)
 	return doc, nil
 }
@@ -185,6 +188,9 @@ func Compile(name string, doc any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %w", err)
 	}
+	if err := checkDefaults(compiled, nil, map[*validator.Schema]bool{}); err != nil {
+		return nil, err
+	}
 	var adv map[string]any
 	if err := json.Unmarshal(raw, &adv); err != nil {
 		return nil, err
@@ -196,6 +202,58 @@ func Compile(name string, doc any) (*Schema, error) {
 	}
 	return &Schema{doc: adv, raw: advRaw, compiled: compiled, fast: compileFast(parsed),
 		defaults: hasDefaults(compiled, map[*validator.Schema]bool{})}, nil
+}
+
+// checkDefaults refuses a default that its own subschema does not accept
+// (a value outside the enum, of the wrong type): a tool would otherwise be
+// called with arguments its schema forbids.
+func checkDefaults(s *validator.Schema, path []string, seen map[*validator.Schema]bool) error {
+	if s == nil || seen[s] {
+		return nil
+	}
+	seen[s] = true
+	if s.Default != nil {
+		if err := s.Validate(*s.Default); err != nil {
+			where := "the top level"
+			if len(path) > 0 {
+				where = "property " + strings.Join(path, ".")
+			}
+			var issues []Issue
+			if ve, ok := err.(*validator.ValidationError); ok {
+				collect(ve, &issues)
+			}
+			msgs := make([]string, len(issues))
+			for i, is := range issues {
+				msgs[i] = is.Message
+			}
+			b, _ := json.Marshal(*s.Default)
+			return fmt.Errorf("%s: default %s is not a valid value: %s", where, b, strings.Join(msgs, "; "))
+		}
+	}
+	names := make([]string, 0, len(s.Properties))
+	for n := range s.Properties {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := checkDefaults(s.Properties[n], append(path, n), seen); err != nil {
+			return err
+		}
+	}
+	for _, sub := range s.AllOf {
+		if err := checkDefaults(sub, path, seen); err != nil {
+			return err
+		}
+	}
+	if err := checkDefaults(s.Items2020, append(path, "[]"), seen); err != nil {
+		return err
+	}
+	if ap, ok := s.AdditionalProperties.(*validator.Schema); ok {
+		if err := checkDefaults(ap, append(path, "{}"), seen); err != nil {
+			return err
+		}
+	}
+	return checkDefaults(s.Ref, path, seen)
 }
 
 func hasDefaults(s *validator.Schema, seen map[*validator.Schema]bool) bool {
