@@ -165,14 +165,14 @@ type batch struct {
 	prompt    string
 	parentID  string
 	depth     int
-	nest      int             // nesting level of the batch's own calls (sub-prompts: one more than their caller)
+	nest      int // nesting level of the batch's own calls (sub-prompts: one more than their caller)
 	// nullOptionals: the model's provider sends optional properties as
 	// nullable, so its nulls for them mean "not given".
 	nullOptionals bool
-	started   map[string]bool // calls whose tool_call_started already fired
-	side      string          // acting side, recorded on stored results
-	turn      *turnState      // the runtime turn, nil for a bare run
-	msgID     string          // id the running call's result message will get
+	started       map[string]bool // calls whose tool_call_started already fired
+	side          string          // acting side, recorded on stored results
+	turn          *turnState      // the runtime turn, nil for a bare run
+	msgID         string          // id the running call's result message will get
 
 	mu      sync.Mutex
 	queue   []pending

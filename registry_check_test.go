@@ -29,7 +29,9 @@ func TestRegisterRefusesBadVariablesAndDefaults(t *testing.T) {
 	type badItems struct {
 		IDs []int `json:"ids,omitempty" jsonschema:"default=x"`
 	}
-	exec := func(context.Context, toolrun.ThreadState, noArgs) (toolrun.Result, error) { return toolrun.Text(""), nil }
+	exec := func(context.Context, toolrun.ThreadState, noArgs) (toolrun.Result, error) {
+		return toolrun.Text(""), nil
+	}
 	for _, c := range []struct {
 		def  toolrun.Definition
 		want []string // parts of the error
@@ -37,14 +39,22 @@ func TestRegisterRefusesBadVariablesAndDefaults(t *testing.T) {
 		{&toolrun.Func[noArgs]{Name: "v1", Variables: []toolrun.Variable{{Name: " "}}, Execute: exec}, []string{`"v1"`, "Variables[0] has no Name"}},
 		{&toolrun.Func[noArgs]{Name: "v2", Variables: []toolrun.Variable{{Name: "KEY", Type: "Secret"}}, Execute: exec}, []string{`"v2"`, "variable KEY", `Type "Secret"`}},
 		{&toolrun.Prompt{Name: "p1", Model: "m", Variables: []toolrun.Variable{{Name: "X", Type: "password"}}}, []string{`"p1"`, "variable X", `"password"`}},
-		{&toolrun.Func[badInt]{Name: "d1", Execute: func(context.Context, toolrun.ThreadState, badInt) (toolrun.Result, error) { return toolrun.Text(""), nil }},
+		{&toolrun.Func[badInt]{Name: "d1", Execute: func(context.Context, toolrun.ThreadState, badInt) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
 			[]string{`"d1"`, "field limit", "default=ten", "integer"}},
-		{&toolrun.Func[badEnum]{Name: "d2", Execute: func(context.Context, toolrun.ThreadState, badEnum) (toolrun.Result, error) { return toolrun.Text(""), nil }},
+		{&toolrun.Func[badEnum]{Name: "d2", Execute: func(context.Context, toolrun.ThreadState, badEnum) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
 			[]string{`"d2"`, "property units", `default "kelvin"`}},
-		{&toolrun.Func[badItems]{Name: "d3", Execute: func(context.Context, toolrun.ThreadState, badItems) (toolrun.Result, error) { return toolrun.Text(""), nil }},
+		{&toolrun.Func[badItems]{Name: "d3", Execute: func(context.Context, toolrun.ThreadState, badItems) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
 			[]string{`"d3"`, "ids"}},
 		{&toolrun.RawFunc{Name: "d4", Schema: `{"type":"object","properties":{"n":{"type":"integer","minimum":1,"default":0}}}`,
-			Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) { return toolrun.Text(""), nil }},
+			Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+				return toolrun.Text(""), nil
+			}},
 			[]string{`"d4"`, "property n", "default 0"}},
 	} {
 		err := toolrun.NewRegistry(nil).Register(c.def)
@@ -61,7 +71,9 @@ func TestCheckNamesEveryDanglingReference(t *testing.T) {
 	require.NoError(t, reg.Register(
 		&toolrun.Model{Name: "m", Provider: scripted.New()},
 		fn("search", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text(""), nil }),
-		&toolrun.Func[noArgs]{Name: "queuer", Uses: []string{"notify"}, Execute: func(context.Context, toolrun.ThreadState, noArgs) (toolrun.Result, error) { return toolrun.Text(""), nil }},
+		&toolrun.Func[noArgs]{Name: "queuer", Uses: []string{"notify"}, Execute: func(context.Context, toolrun.ThreadState, noArgs) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
 		&toolrun.Prompt{Name: "typo", Model: "m", IncludeChat: true, Tools: []toolrun.PromptTool{toolrun.Use("search"), toolrun.Use("serch")}},
 		&toolrun.Prompt{Name: "no_model", Model: "gpt-9"},
 		&toolrun.Agent{Name: "hidden_agent", SideA: toolrun.Side{Prompt: "typo"}, SideB: toolrun.Side{Human: true}},

@@ -260,7 +260,7 @@ func TestMissingPropertiesAreReportedAtTheirOwnPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for args, want := range map[string][]Issue{
-		`{}`: {{"filter", MissingMessage}, {"page", MissingMessage}, {"query", MissingMessage}},
+		`{}`:                                 {{"filter", MissingMessage}, {"page", MissingMessage}, {"query", MissingMessage}},
 		`{"query":"q","page":1,"filter":{}}`: {{"filter.since", MissingMessage}, {"filter.tag", MissingMessage}},
 		`{"query":"q","page":1,"filter":{"tag":"a"}}`: {{"filter.since", MissingMessage}},
 	} {
