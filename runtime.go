@@ -256,11 +256,99 @@ type Reply struct {
 
 // Send stores text as a user message (from the human side) and runs turns
 // until the thread waits for the human again or the session stops.
+//
+// When Send fails after storing the message — a provider or store error, a
+// cancelled ctx, a crash of the process — retry with Resume, which goes on
+// from what is stored; calling Send again would store the message twice.
 func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, error) {
 	return rt.send(ctx, threadID, &Message{Role: RoleUser, Content: text})
 }
 
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
+	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
+		if m != nil {
+			if m.Metadata == nil {
+				m.Metadata = map[string]any{}
+			}
+			m.Metadata[metaSide] = "b"
+			if err := rt.store.AppendMessages(ctx, threadID, m); err != nil {
+				return nil, &StoreError{Op: "append user message", Err: err}
+			}
+		}
+		return rt.runSession(ctx, th, "a", startSeq, nil)
+	})
+}
+
+// Resume continues a thread from what is stored, without storing or running
+// anything twice. After a Send that failed or was interrupted (or a crash),
+// it finishes the turn that did not: the tool calls of the latest model
+// response that have no stored result run (a call whose result is stored is
+// not run again, and the calls it had queued are queued again), then the
+// turn's next model requests, then the turns after it, as Send would. A
+// thread whose last message is the human side's gets its agent's turn; a
+// thread waiting for the human returns at once, with StopReason StopHuman
+// and no messages.
+//
+// A turn resumes with a fresh MaxSteps budget. A prompt tool's sub-prompt
+// that was interrupted runs again from its start.
+func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) {
+	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
+		p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: resumeWindow, Order: OrderDesc, IncludeSilent: true})
+		if err != nil {
+			return nil, &StoreError{Op: "list messages", Err: err}
+		}
+		if len(p.Messages) == 0 {
+			return &Reply{ThreadID: th.ID, StopReason: StopHuman}, nil
+		}
+		last := &p.Messages[0]
+		side := sideOf(last)
+		switch {
+		case last.Role == RoleUser && side != "a":
+			// The human side (or a child's report) spoke last: the agent's turn.
+			return rt.runSession(ctx, th, "a", startSeq, nil)
+		case last.Role == RoleAssistant && len(last.ToolCalls) == 0:
+			// The side's turn ended with text: the other side is next.
+			agent, ok := rt.reg.Agent(th.AgentID)
+			if !ok {
+				return nil, fmt.Errorf("toolrun: thread %s: agent %q is not registered", th.ID, th.AgentID)
+			}
+			next, other := "b", &agent.SideB
+			if side == "b" {
+				next, other = "a", &agent.SideA
+			}
+			if other.Human {
+				return &Reply{ThreadID: th.ID, StopReason: StopHuman}, nil
+			}
+			return rt.runSession(ctx, th, next, startSeq, nil)
+		}
+		// The side's turn stopped part-way: the calls of its latest response
+		// (those with a stored result are resumed, not run), then on.
+		if side == "" {
+			side = "a"
+		}
+		var calls []ToolCall
+		for i := range p.Messages {
+			m := &p.Messages[i]
+			if m.Role == RoleAssistant && sideOf(m) == side {
+				calls = m.ToolCalls
+				break
+			}
+			if m.Role == RoleUser && sideOf(m) != side {
+				break // the turn began after the last response
+			}
+		}
+		return rt.runSession(ctx, th, side, startSeq, calls)
+	})
+}
+
+// resumeWindow is how many of the latest messages Resume reads to find
+// where the turn stopped.
+const resumeWindow = 64
+
+// withThread runs fn with the thread's turn lock held (and, for a store
+// shared between instances, the thread acquired from it), the thread
+// loaded and checked to take work, and the Seq of its last message.
+func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error)) (*Reply, error) {
 	rt = rt.base
 	if err := rt.checkDefinitions(); err != nil {
 		return nil, err
@@ -293,16 +381,7 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 	if err != nil {
 		return nil, err
 	}
-	if m != nil {
-		if m.Metadata == nil {
-			m.Metadata = map[string]any{}
-		}
-		m.Metadata[metaSide] = "b"
-		if err := rt.store.AppendMessages(ctx, threadID, m); err != nil {
-			return nil, &StoreError{Op: "append user message", Err: err}
-		}
-	}
-	return rt.runSession(ctx, th, "a", startSeq)
+	return fn(rt, th, startSeq)
 }
 
 const (
@@ -362,7 +441,9 @@ type turnResult struct {
 
 // runSession runs side turns starting with side until a human side is
 // next, the session ends or a guard stops it. The thread's turn lock is held.
-func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64) (*Reply, error) {
+// resume, when not nil, are the calls of a stored response the first turn
+// runs (resuming those with stored results) before its first request.
+func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64, resume []ToolCall) (*Reply, error) {
 	reply := &Reply{ThreadID: th.ID}
 	var total atomic.Int64
 	for {
@@ -378,7 +459,8 @@ func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, star
 			reply.StopReason = StopHuman
 			break
 		}
-		res, err := rt.runTurn(ctx, th, agent, s, side, &total)
+		res, err := rt.runTurn(ctx, th, agent, s, side, &total, resume)
+		resume = nil
 		if err != nil {
 			return reply, rt.collect(ctx, reply, startSeq, err)
 		}
@@ -522,7 +604,7 @@ func (rt *Runtime) resetTurns(ctx context.Context, th *Thread) error {
 
 // runTurn runs one side's turn: model requests and tool batches until the
 // side stops.
-func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64) (turnResult, error) {
+func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64, resume []ToolCall) (turnResult, error) {
 	prompt, ok := rt.reg.Prompt(side.Prompt)
 	if !ok {
 		return turnResult{}, fmt.Errorf("toolrun: agent %s: prompt %q is not registered", agent.Name, side.Prompt)
@@ -543,6 +625,38 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 	exec := &Execution{Side: sideKey}
 	steps := 0
 	lastText := ""
+	// runCalls runs a response's calls and applies the stop rules after
+	// them; done reports that the turn ends with res.
+	runCalls := func(b *batch, calls []ToolCall, fresh bool) (res turnResult, done bool, err error) {
+		outcomes, err := rt.ex.runBatch(ctx, b, calls, fresh)
+		if err != nil {
+			if ctx.Err() != nil {
+				rt.stopped(ctx, ts, b, calls)
+			}
+			return turnResult{}, true, err
+		}
+		exec.StepCount = steps
+		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
+			return res, true, nil
+		}
+		if stop, err := rt.breaker(ctx, ts); err != nil || stop {
+			return turnResult{stop: StopRepeatedToolError, text: lastText}, true, err
+		}
+		return turnResult{}, false, nil
+	}
+	if len(resume) > 0 {
+		b, err := rt.ex.newBatch(ctx, th.ID, false)
+		if err != nil {
+			return turnResult{}, err
+		}
+		rt.bindBatch(b, ts, exec)
+		if err := rt.offerTools(ctx, ts, b); err != nil {
+			return turnResult{}, err
+		}
+		if res, done, err := runCalls(b, resume, false); done {
+			return res, err
+		}
+	}
 	for {
 		if side.MaxSteps > 0 && steps >= side.MaxSteps {
 			return turnResult{stop: StopMaxSideSteps, text: lastText}, nil
@@ -607,20 +721,8 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			exec.StepCount = steps
 			continue
 		}
-		outcomes, err := rt.ex.runBatch(ctx, b, calls, true)
-		if err != nil {
-			if ctx.Err() != nil {
-				rt.stopped(ctx, ts, b, calls)
-			}
-			return turnResult{}, err
-		}
-		exec.StepCount = steps
-		res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText)
-		if done {
-			return res, nil
-		}
-		if stop, err := rt.breaker(ctx, ts); err != nil || stop {
-			return turnResult{stop: StopRepeatedToolError, text: lastText}, err
+		if res, done, err := runCalls(b, calls, true); done {
+			return res, err
 		}
 	}
 }
