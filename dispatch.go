@@ -173,7 +173,7 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 	if err := rt.offerTools(ctx, sub, cb); err != nil {
 		return promptOutcome{Result: Errorf("%v", err)}
 	}
-	req := &Request{Model: model.ID, System: interpolate(p.Text, argMap), ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls}
+	req := &Request{Model: model.ID, ThreadID: ts.th.ID, System: interpolate(p.Text, argMap), ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls}
 	if len(sub.specs) > 0 {
 		req.Tools = sub.specs
 	} else {

@@ -132,6 +132,7 @@ func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, turnStart in
 	args, _ := ts.th.Properties[propArgs].(map[string]any)
 	req := &Request{
 		Model:             ts.model.ID,
+		ThreadID:          ts.th.ID,
 		System:            interpolate(ts.prompt.Text, args),
 		ToolChoice:        ts.prompt.ToolChoice,
 		ParallelToolCalls: ts.prompt.ParallelToolCalls,

@@ -73,6 +73,10 @@ type ProviderToolLister interface {
 type Request struct {
 	// Model is the provider's model id.
 	Model string
+	// ThreadID is the thread the request is made for. Providers may use it
+	// to route or label requests (provider/scripted serves scripts per
+	// thread); it is not part of what the model is sent.
+	ThreadID string
 	// System is the system prompt ("" for none).
 	System string
 	// Messages is the conversation, oldest first, as the acting side sees

@@ -442,3 +442,12 @@ func TestUserStopInsideASubPromptGivesEveryCallAResult(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestsNameTheirThread(t *testing.T) {
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	w.p.Add(scripted.Text("hi"))
+	id := w.thread(t)
+	_, err := w.rt.Send(context.Background(), id, "x")
+	require.NoError(t, err)
+	assert.Equal(t, id, w.p.LastRequest().ThreadID)
+}
