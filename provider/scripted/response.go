@@ -13,7 +13,8 @@ import (
 // Response is one scripted model response. Build it with [Text], [Calls],
 // [Fragments], [Reasoning] or [Fail] and refine it with the chaining methods,
 // or write the struct literally. A Provider copies a Response when it is
-// added, so changing it afterwards does not change the script.
+// added to a script, so changing it afterwards does not change the script;
+// a responder's responses ([NewFunc]) are not copied, only read.
 //
 // Streaming order: text deltas, reasoning deltas, then for each tool call a
 // start chunk, argument deltas (when the call has Fragments or ChunkSize is
@@ -57,10 +58,11 @@ type Response struct {
 	// the response with a *toolrun.ProviderError with code
 	// "invalid_request" that wraps it.
 	Check func(*toolrun.Request) error
-	// Gate, when set, is called after the request is logged and Check has
-	// passed, before anything is streamed; the response waits until it
-	// returns. A non-nil error ends the sequence with that error. The
-	// context is the Stream context.
+	// Gate, when set, is called once the request has been received (and
+	// kept, when the Provider keeps requests) and Check has passed, before
+	// anything is streamed; the response waits until it returns. A non-nil
+	// error ends the sequence with that error. The context is the Stream
+	// context.
 	Gate func(ctx context.Context) error
 }
 
@@ -222,8 +224,8 @@ func (r *Response) Expect(check func(*toolrun.Request) error) *Response {
 	return r
 }
 
-// Wait holds the response, after the request is logged, until ch is closed
-// or receives a value, or the Stream context is cancelled.
+// Wait holds the response, once its request has been received, until ch
+// is closed or receives a value, or the Stream context is cancelled.
 func (r *Response) Wait(ch <-chan struct{}) *Response {
 	r.Gate = func(ctx context.Context) error {
 		select {
@@ -236,7 +238,7 @@ func (r *Response) Wait(ch <-chan struct{}) *Response {
 	return r
 }
 
-// WaitFunc holds the response, after the request is logged, until f
+// WaitFunc holds the response, once its request has been received, until f
 // returns; a non-nil error from f ends the sequence with that error.
 func (r *Response) WaitFunc(f func(ctx context.Context) error) *Response {
 	r.Gate = f

@@ -1,13 +1,38 @@
 // Package scripted is a deterministic [toolrun.Provider]: it answers model
-// requests with responses written in advance. It is the provider of users'
-// agent tests and the default provider of the examples.
+// requests with responses written in advance or computed from the request.
+// It is the provider of users' agent tests and load tests, and the default
+// provider of the examples.
 //
-// A script is a list of responses served in order, one per request:
+// A Provider works in one of three modes, chosen by its constructor. A fixed
+// script ([New], [NewWithOptions]) is a list of responses served in order,
+// one per request, whichever thread asks:
 //
 //	p := scripted.New(
 //		scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 1})),
 //		scripted.Text("Issue 1 is a bug."),
 //	)
+//
+// Per-thread scripts ([NewPerThread], [Provider.AddFor]) give each thread
+// its own list of responses, keyed by [toolrun.Request.ThreadID] and served
+// in order to that thread only, so that many conversations can run at once:
+//
+//	p := scripted.NewPerThread(nil, func(threadID string) []*scripted.Response {
+//		return []*scripted.Response{
+//			scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 1})),
+//			scripted.Text("Issue 1 is a bug."),
+//		}
+//	})
+//
+// A responder ([NewFunc]) computes each response from the request with a
+// function and keeps no state per request or per thread, which suits load
+// tests with any number of threads:
+//
+//	p := scripted.NewFunc(nil, func(ctx context.Context, req *toolrun.Request) *scripted.Response {
+//		if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == toolrun.RoleTool {
+//			return scripted.Text("Issue 1 is a bug.")
+//		}
+//		return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 1}))
+//	})
 //
 // # Responses
 //
@@ -19,15 +44,36 @@
 // *toolrun.ProviderError. Chaining methods add content, reasoning, provider
 // tools, usage, delays, chunking, request checks ([Response.Expect]) and
 // gates that hold a response until a test releases it ([Response.Wait]).
+// A response streams the same way in every mode.
+//
+// # Scripts
+//
+// [Provider.Remaining] and [Provider.Done] tell how much of the script is
+// left (of every thread's script, for per-thread scripts), and
+// [Provider.Reset] rewinds it. Once a fixed script is consumed a further
+// request fails with a *toolrun.ProviderError with code "invalid_request"
+// and the message "Script exhausted after N responses". A fixed-script
+// Provider that was never given a response answers every request with
+// [DefaultText]. A thread whose own script is consumed, or that has none,
+// fails in the same way, with a message that names the thread.
 //
 // # Requests
 //
-// Every request is logged as a deep copy: [Provider.Requests],
-// [Provider.LastRequest]. [Provider.Remaining] and [Provider.Done] tell how
-// much of the script is left. Once the script is consumed a further request
-// fails with a *toolrun.ProviderError with code "invalid_request" and the
-// message "Script exhausted after N responses". A Provider that was never
-// given a response answers every request with [DefaultText].
+// A Provider can keep a deep copy of every request it receives, for
+// [Provider.Requests] and [Provider.LastRequest]; [Options.KeepRequests]
+// decides. By default a fixed script keeps every request, which is what a
+// test of one conversation inspects, while per-thread scripts and
+// responders keep none, so that memory stays flat under load. Asking a
+// Provider that keeps no requests for them panics, because an empty answer
+// would read as "no request was made".
+//
+// # Concurrency
+//
+// A Provider is safe for concurrent use. A request holds a lock only while
+// it takes its response: the script's lock for a fixed script, its own
+// thread's lock for per-thread scripts, none for a responder (keeping
+// requests adds a short lock to append to the log). Streaming runs without
+// locks, so requests do not wait for each other's streams.
 //
 // # Cancellation
 //
@@ -37,11 +83,9 @@ package scripted
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"iter"
+	"math/rand/v2"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -52,11 +96,29 @@ import (
 // Name is the provider name, reported by [Provider.Name] and in errors.
 const Name = "scripted"
 
-// DefaultText is the answer of a Provider that was never given a response.
+// DefaultText is the answer of a fixed-script Provider that was never given
+// a response.
 const DefaultText = "Test response received."
 
+// Keep says which requests a Provider keeps for [Provider.Requests] and
+// [Provider.LastRequest].
+type Keep int
+
+const (
+	// KeepDefault keeps every request for a fixed script ([New],
+	// [NewWithOptions]) and none for per-thread scripts ([NewPerThread])
+	// and responders ([NewFunc]).
+	KeepDefault Keep = iota
+	// KeepAll keeps a deep copy of every request, including requests that
+	// fail because a script is exhausted. The log grows with every request
+	// until [Provider.Reset].
+	KeepAll
+	// KeepNone keeps no request. Requests and LastRequest then panic.
+	KeepNone
+)
+
 // Options configure a Provider. The zero value, and a nil *Options, mean the
-// defaults described on each field. NewWithOptions copies the struct (and
+// defaults described on each field. The constructors copy the struct (and
 // the ProviderTools slice); changing it afterwards has no effect.
 type Options struct {
 	// ProviderTools are the provider-executed tools ProviderTools returns for
@@ -71,19 +133,48 @@ type Options struct {
 	ChunkSize int
 	// ChunkDelay is the default Response.ChunkDelay; 0 means none.
 	ChunkDelay time.Duration
+	// KeepRequests says which requests the Provider keeps. KeepDefault, the
+	// zero value, keeps every request for a fixed script and none for
+	// per-thread scripts and responders.
+	KeepRequests Keep
 }
 
-// Provider serves scripted responses. It implements [toolrun.Provider] and
-// [toolrun.ProviderToolLister]. A Provider is safe for concurrent use: each
-// request takes the next response under a lock, and streams it on its own.
-type Provider struct {
-	opts Options
+// mode is how a Provider chooses responses.
+type mode int
 
+const (
+	modeFixed mode = iota
+	modePerThread
+	modeFunc
+)
+
+// Provider serves scripted responses. It implements [toolrun.Provider] and
+// [toolrun.ProviderToolLister]. A Provider is safe for concurrent use; see
+// the package documentation for what a request locks.
+type Provider struct {
+	opts    Options
+	mode    mode
+	keep    bool
+	respond func(context.Context, *toolrun.Request) *Response
+	script  func(threadID string) []*Response
+
+	// mu guards the fixed script and the request log.
 	mu        sync.Mutex
 	responses []*Response
 	next      int
 	scripted  bool
 	log       []*toolrun.Request
+
+	// threads maps a thread id to its *threadScript (per-thread mode).
+	threads sync.Map
+}
+
+// threadScript is one thread's script and position.
+type threadScript struct {
+	mu        sync.Mutex
+	made      bool // the script function has been called
+	responses []*Response
+	next      int
 }
 
 var (
@@ -92,24 +183,89 @@ var (
 )
 
 // New returns a Provider serving responses in order, with default options.
+// It keeps every request.
 func New(responses ...*Response) *Provider {
 	return NewWithOptions(nil, responses...)
 }
 
 // NewWithOptions returns a Provider serving responses in order; opts nil
-// means defaults.
+// means defaults. It keeps every request unless opts.KeepRequests is
+// KeepNone.
 func NewWithOptions(opts *Options, responses ...*Response) *Provider {
-	p := &Provider{}
-	if opts != nil {
-		p.opts = *opts
-		p.opts.ProviderTools = cloneSpecs(opts.ProviderTools)
-	}
+	p := newProvider(opts, modeFixed)
 	p.Add(responses...)
 	return p
 }
 
-// Add appends responses to the script. Each is copied.
+// NewPerThread returns a Provider that serves each thread its own script:
+// a request is answered with the next response of the script of its
+// Request.ThreadID, and no other thread's requests move that script on.
+// opts nil means defaults; the Provider keeps no requests unless
+// opts.KeepRequests is KeepAll.
+//
+// script, when not nil, gives a thread's script. It is called once per
+// thread, when the thread first makes a request or is first given
+// responses with [Provider.AddFor], whichever comes first; its responses
+// are copied, and AddFor appends to them. It may be called from several
+// goroutines at once, for different threads, and must not call the
+// Provider's methods. A nil script, or one that returns no responses,
+// leaves a thread without a script until AddFor gives it one.
+//
+// A request for a thread without a script, or whose script is consumed,
+// fails with a *toolrun.ProviderError with code "invalid_request" whose
+// message names the thread. The Provider holds every thread's script and
+// position for its whole life; for an unbounded number of threads use
+// [NewFunc], which holds nothing per thread.
+func NewPerThread(opts *Options, script func(threadID string) []*Response) *Provider {
+	p := newProvider(opts, modePerThread)
+	p.script = script
+	return p
+}
+
+// NewFunc returns a Provider that answers each request with the response
+// respond computes from it. opts nil means defaults; the Provider keeps no
+// requests unless opts.KeepRequests is KeepAll, and holds no other state
+// per request or per thread.
+//
+// respond is called once per request, when the Stream sequence is
+// iterated, with the Stream context and the request. It is called from
+// several goroutines at once when requests overlap, so it must be safe for
+// concurrent use. The Provider does not copy the response respond returns
+// and only reads it, so respond may return one Response to many requests
+// at once, provided nothing changes it meanwhile. A nil response fails the
+// request with a *toolrun.ProviderError with code "invalid_request".
+func NewFunc(opts *Options, respond func(ctx context.Context, req *toolrun.Request) *Response) *Provider {
+	if respond == nil {
+		panic("scripted.NewFunc: nil respond function")
+	}
+	p := newProvider(opts, modeFunc)
+	p.respond = respond
+	return p
+}
+
+func newProvider(opts *Options, m mode) *Provider {
+	p := &Provider{mode: m}
+	if opts != nil {
+		p.opts = *opts
+		p.opts.ProviderTools = cloneSpecs(opts.ProviderTools)
+	}
+	switch p.opts.KeepRequests {
+	case KeepAll:
+		p.keep = true
+	case KeepNone:
+		p.keep = false
+	default:
+		p.keep = m == modeFixed
+	}
+	return p
+}
+
+// Add appends responses to a fixed script. Each is copied. Add panics on
+// a Provider made by NewPerThread (use [Provider.AddFor]) or NewFunc.
 func (p *Provider) Add(responses ...*Response) {
+	if p.mode != modeFixed {
+		panic("scripted: Add on a " + p.mode.String() + " Provider; use AddFor to give a thread responses")
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range responses {
@@ -119,6 +275,31 @@ func (p *Provider) Add(responses ...*Response) {
 		p.responses = append(p.responses, r.clone())
 		p.scripted = true
 	}
+}
+
+// AddFor appends responses to the script of the thread with the given id,
+// on a Provider made by NewPerThread. Each is copied. If the Provider has a
+// script function and the thread has not been seen yet, the function's
+// responses come first. AddFor panics on any other Provider.
+func (p *Provider) AddFor(threadID string, responses ...*Response) {
+	if p.mode != modePerThread {
+		panic("scripted: AddFor on a " + p.mode.String() + " Provider; only NewPerThread serves scripts per thread")
+	}
+	ts := p.thread(threadID)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.make(p, threadID)
+	ts.responses = appendClones(ts.responses, responses)
+}
+
+func (m mode) String() string {
+	switch m {
+	case modePerThread:
+		return "per-thread"
+	case modeFunc:
+		return "responder"
+	}
+	return "fixed-script"
 }
 
 // Name returns "scripted".
@@ -136,8 +317,11 @@ func (p *Provider) ProviderTools(modelID string) []toolrun.ToolSpec {
 	return out
 }
 
-// Requests returns deep copies of the requests received so far, oldest first.
+// Requests returns deep copies of the requests received so far, oldest
+// first, across all threads. It panics if the Provider keeps no requests
+// (see [Options.KeepRequests]).
 func (p *Provider) Requests() []*toolrun.Request {
+	p.mustKeep("Requests")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]*toolrun.Request, len(p.log))
@@ -148,8 +332,10 @@ func (p *Provider) Requests() []*toolrun.Request {
 }
 
 // LastRequest returns a deep copy of the latest request, or nil if none
-// has been received.
+// has been received. It panics if the Provider keeps no requests (see
+// [Options.KeepRequests]).
 func (p *Provider) LastRequest() *toolrun.Request {
+	p.mustKeep("LastRequest")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.log) == 0 {
@@ -158,59 +344,211 @@ func (p *Provider) LastRequest() *toolrun.Request {
 	return cloneRequest(p.log[len(p.log)-1])
 }
 
-// Remaining returns the number of responses not yet served.
+func (p *Provider) mustKeep(method string) {
+	if !p.keep {
+		panic("scripted: " + method + " on a " + p.mode.String() +
+			" Provider that keeps no requests; set Options.KeepRequests to KeepAll to keep them")
+	}
+}
+
+// Remaining returns the number of responses not yet served: of the fixed
+// script, or of the scripts of every thread seen so far (threads whose
+// script function has not been called yet do not count). It is 0 for a
+// responder.
 func (p *Provider) Remaining() int {
+	switch p.mode {
+	case modePerThread:
+		n := 0
+		p.threads.Range(func(_, v any) bool {
+			ts := v.(*threadScript)
+			ts.mu.Lock()
+			n += len(ts.responses) - ts.next
+			ts.mu.Unlock()
+			return true
+		})
+		return n
+	case modeFunc:
+		return 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.responses) - p.next
 }
 
-// Done reports whether every scripted response has been served.
+// RemainingFor returns the number of responses not yet served to the
+// thread with the given id. For per-thread scripts that is what is left of
+// the thread's own script (calling the script function first if the thread
+// has not been seen yet); for a fixed script, which every thread shares,
+// it is Remaining; for a responder it is 0.
+func (p *Provider) RemainingFor(threadID string) int {
+	if p.mode != modePerThread {
+		return p.Remaining()
+	}
+	ts := p.thread(threadID)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.make(p, threadID)
+	return len(ts.responses) - ts.next
+}
+
+// Done reports whether every scripted response has been served
+// (Remaining is 0).
 func (p *Provider) Done() bool { return p.Remaining() == 0 }
 
-// Reset rewinds the script to its first response and clears the request log.
+// Reset rewinds the script, or every thread's script, to its first
+// response and clears the request log.
 func (p *Provider) Reset() {
+	p.threads.Range(func(_, v any) bool {
+		ts := v.(*threadScript)
+		ts.mu.Lock()
+		ts.next = 0
+		ts.mu.Unlock()
+		return true
+	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next = 0
 	p.log = nil
 }
 
-// Stream serves the next response. The request is logged and the response
-// taken when the sequence is iterated (each iteration is one request); if
-// ctx is already cancelled nothing is logged or taken and the sequence
-// yields ctx's error.
+// Stream serves the next response. The request is kept (when the Provider
+// keeps requests) and the response taken when the sequence is iterated
+// (each iteration is one request); if ctx is already cancelled nothing is
+// kept or taken and the sequence yields ctx's error.
 func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[toolrun.Chunk, error] {
 	return func(yield func(toolrun.Chunk, error) bool) {
 		if err := ctx.Err(); err != nil {
 			yield(toolrun.Chunk{}, err)
 			return
 		}
-		logged := cloneRequest(req)
-		p.mu.Lock()
-		p.log = append(p.log, logged)
-		var resp *Response
-		n := p.next
-		switch {
-		case !p.scripted:
-			resp = Text(DefaultText)
-		case p.next < len(p.responses):
-			resp = p.responses[p.next]
-			p.next++
+		if req == nil {
+			req = &toolrun.Request{}
 		}
-		p.mu.Unlock()
-
-		if resp == nil {
-			yield(toolrun.Chunk{}, &toolrun.ProviderError{
-				Provider: Name,
-				Code:     "invalid_request",
-				Message:  fmt.Sprintf("Script exhausted after %d responses", n),
-			})
+		var kept *toolrun.Request
+		if p.keep {
+			kept = cloneRequest(req)
+		}
+		s := streamer{ctx: ctx, yield: yield, p: p}
+		var err error
+		switch p.mode {
+		case modeFixed:
+			err = p.takeFixed(&s, kept)
+		case modePerThread:
+			p.appendLog(kept)
+			err = p.takeThread(&s, req.ThreadID)
+		default:
+			p.appendLog(kept)
+			if s.resp = p.respond(ctx, req); s.resp == nil {
+				err = &toolrun.ProviderError{
+					Provider: Name,
+					Code:     "invalid_request",
+					Message:  fmt.Sprintf("the respond function returned no response (thread %q)", req.ThreadID),
+				}
+			}
+		}
+		if err != nil {
+			yield(toolrun.Chunk{}, err)
 			return
 		}
-		s := streamer{ctx: ctx, yield: yield, p: p, resp: resp}
-		s.run(cloneRequest(req), n)
+		s.run(req)
 	}
+}
+
+func (p *Provider) appendLog(kept *toolrun.Request) {
+	if kept == nil {
+		return
+	}
+	p.mu.Lock()
+	p.log = append(p.log, kept)
+	p.mu.Unlock()
+}
+
+// takeFixed logs the request and takes the next response of the fixed
+// script under one lock, so that the log is in serving order.
+func (p *Provider) takeFixed(s *streamer, kept *toolrun.Request) error {
+	p.mu.Lock()
+	if kept != nil {
+		p.log = append(p.log, kept)
+	}
+	s.index = p.next
+	switch {
+	case !p.scripted:
+		s.resp = defaultResponse
+	case p.next < len(p.responses):
+		s.resp = p.responses[p.next]
+		p.next++
+	}
+	p.mu.Unlock()
+	if s.resp == nil {
+		return &toolrun.ProviderError{
+			Provider: Name,
+			Code:     "invalid_request",
+			Message:  fmt.Sprintf("Script exhausted after %d responses", s.index),
+		}
+	}
+	return nil
+}
+
+// defaultResponse answers every request of a fixed-script Provider that was
+// never given a response. It is only read.
+var defaultResponse = Text(DefaultText)
+
+// takeThread takes the next response of the thread's script.
+func (p *Provider) takeThread(s *streamer, threadID string) error {
+	ts := p.thread(threadID)
+	ts.mu.Lock()
+	ts.make(p, threadID)
+	s.index, s.thread, s.perThread = ts.next, threadID, true
+	if ts.next < len(ts.responses) {
+		s.resp = ts.responses[ts.next]
+		ts.next++
+	}
+	n := len(ts.responses)
+	ts.mu.Unlock()
+	switch {
+	case s.resp != nil:
+		return nil
+	case n == 0:
+		return &toolrun.ProviderError{
+			Provider: Name,
+			Code:     "invalid_request",
+			Message:  fmt.Sprintf("No script for thread %q", threadID),
+		}
+	}
+	return &toolrun.ProviderError{
+		Provider: Name,
+		Code:     "invalid_request",
+		Message:  fmt.Sprintf("Script for thread %q exhausted after %d responses", threadID, n),
+	}
+}
+
+// thread returns the script state of a thread, creating it empty.
+func (p *Provider) thread(id string) *threadScript {
+	if v, ok := p.threads.Load(id); ok {
+		return v.(*threadScript)
+	}
+	v, _ := p.threads.LoadOrStore(id, &threadScript{})
+	return v.(*threadScript)
+}
+
+// make calls the script function for the thread once; ts.mu must be held.
+func (ts *threadScript) make(p *Provider, id string) {
+	if ts.made {
+		return
+	}
+	ts.made = true
+	if p.script != nil {
+		ts.responses = appendClones(ts.responses, p.script(id))
+	}
+}
+
+func appendClones(dst, responses []*Response) []*Response {
+	for _, r := range responses {
+		if r != nil {
+			dst = append(dst, r.clone())
+		}
+	}
+	return dst
 }
 
 type streamer struct {
@@ -218,6 +556,11 @@ type streamer struct {
 	yield func(toolrun.Chunk, error) bool
 	p     *Provider
 	resp  *Response
+	// index is the response's position in its script, thread the thread
+	// of a per-thread script; they name the request in Check failures.
+	index     int
+	thread    string
+	perThread bool
 }
 
 // emit yields c unless ctx is cancelled; it reports whether to go on.
@@ -259,29 +602,66 @@ func (s *streamer) chunkDelay() time.Duration {
 	return s.p.opts.ChunkDelay
 }
 
-// deltas emits parts built by mk, waiting the chunk delay between them.
-func (s *streamer) deltas(parts []string, mk func(string) toolrun.Chunk) bool {
-	for i, part := range parts {
-		if i > 0 && !s.sleep(s.chunkDelay()) {
+// deltas emits text in pieces of at most size runes (one piece when size
+// is not positive), each a copy of c carrying the piece in Text or, for
+// argument deltas, in ToolCall.Arguments; it waits the chunk delay between
+// pieces.
+func (s *streamer) deltas(c toolrun.Chunk, text string, size int) bool {
+	for first := true; first || text != ""; first = false {
+		if !first && !s.sleep(s.chunkDelay()) {
 			return false
 		}
-		if !s.emit(mk(part)) {
+		var piece string
+		piece, text = cut(text, size)
+		if c.Type == toolrun.ChunkToolCallDelta {
+			c.ToolCall.Arguments = piece
+		} else {
+			c.Text = piece
+		}
+		if !s.emit(c) {
 			return false
 		}
 	}
 	return true
 }
 
-func (s *streamer) run(req *toolrun.Request, index int) {
+// fragments emits each fragment as an argument delta, a copy of c, waiting
+// the chunk delay between them.
+func (s *streamer) fragments(c toolrun.Chunk, fragments []string) bool {
+	for i, f := range fragments {
+		if i > 0 && !s.sleep(s.chunkDelay()) {
+			return false
+		}
+		c.ToolCall.Arguments = f
+		if !s.emit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *streamer) checkFailed(err error) error {
+	which := fmt.Sprintf("request %d", s.index+1)
+	switch {
+	case s.perThread:
+		which = fmt.Sprintf("request %d of thread %q", s.index+1, s.thread)
+	case s.p.mode == modeFunc:
+		which = "the request"
+	}
+	return &toolrun.ProviderError{
+		Provider: Name,
+		Code:     "invalid_request",
+		Message:  fmt.Sprintf("%s did not meet the script's expectation: %v", which, err),
+		Err:      err,
+	}
+}
+
+func (s *streamer) run(req *toolrun.Request) {
 	r := s.resp
+	inChars := inputChars(req)
 	if r.Check != nil {
-		if err := r.Check(req); err != nil {
-			s.yield(toolrun.Chunk{}, &toolrun.ProviderError{
-				Provider: Name,
-				Code:     "invalid_request",
-				Message:  fmt.Sprintf("request %d did not meet the script's expectation: %v", index+1, err),
-				Err:      err,
-			})
+		if err := r.Check(cloneRequest(req)); err != nil {
+			s.yield(toolrun.Chunk{}, s.checkFailed(err))
 			return
 		}
 	}
@@ -295,14 +675,10 @@ func (s *streamer) run(req *toolrun.Request, index int) {
 		return
 	}
 	size := s.chunkSize()
-	if r.Text != "" && !s.deltas(split(r.Text, size), func(t string) toolrun.Chunk {
-		return toolrun.Chunk{Type: toolrun.ChunkText, Text: t}
-	}) {
+	if r.Text != "" && !s.deltas(toolrun.Chunk{Type: toolrun.ChunkText}, r.Text, size) {
 		return
 	}
-	if r.Reasoning != "" && !s.deltas(split(r.Reasoning, size), func(t string) toolrun.Chunk {
-		return toolrun.Chunk{Type: toolrun.ChunkReasoning, Text: t}
-	}) {
+	if r.Reasoning != "" && !s.deltas(toolrun.Chunk{Type: toolrun.ChunkReasoning}, r.Reasoning, size) {
 		return
 	}
 	var argChars int
@@ -311,24 +687,25 @@ func (s *streamer) run(req *toolrun.Request, index int) {
 		if id == "" {
 			id = s.p.newCallID()
 		}
-		if !s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: i, ToolCall: toolrun.ToolCall{ID: id, Name: tc.Name}}) {
+		c := toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: i, ToolCall: toolrun.ToolCall{ID: id, Name: tc.Name}}
+		if !s.emit(c) {
 			return
 		}
 		args := tc.arguments()
 		argChars += utf8.RuneCountInString(args) + utf8.RuneCountInString(tc.Name)
-		var parts []string
+		c.Type = toolrun.ChunkToolCallDelta
 		switch {
 		case len(tc.Fragments) > 0:
-			parts = tc.Fragments
+			if !s.fragments(c, tc.Fragments) {
+				return
+			}
 		case size > 0 && args != "":
-			parts = split(args, size)
+			if !s.deltas(c, args, size) {
+				return
+			}
 		}
-		if !s.deltas(parts, func(a string) toolrun.Chunk {
-			return toolrun.Chunk{Type: toolrun.ChunkToolCallDelta, Index: i, ToolCall: toolrun.ToolCall{ID: id, Name: tc.Name, Arguments: a}}
-		}) {
-			return
-		}
-		if !s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCall, Index: i, ToolCall: toolrun.ToolCall{ID: id, Name: tc.Name, Arguments: args}}) {
+		c.Type, c.ToolCall.Arguments = toolrun.ChunkToolCall, args
+		if !s.emit(c) {
 			return
 		}
 	}
@@ -342,7 +719,6 @@ func (s *streamer) run(req *toolrun.Request, index int) {
 		return
 	}
 	for i, pt := range r.ProviderTools {
-		pt := pt
 		if pt.Metadata != nil {
 			pt.Metadata = cloneMap(pt.Metadata)
 		}
@@ -355,7 +731,7 @@ func (s *streamer) run(req *toolrun.Request, index int) {
 		u = *r.Usage
 	} else {
 		u = toolrun.Usage{
-			InputTokens:     tokens(inputChars(req)),
+			InputTokens:     tokens(inChars),
 			OutputTokens:    tokens(utf8.RuneCountInString(r.Text) + utf8.RuneCountInString(r.Reasoning) + argChars),
 			ReasoningTokens: tokens(utf8.RuneCountInString(r.Reasoning)),
 		}
@@ -377,9 +753,14 @@ func (p *Provider) newCallID() string {
 	if p.opts.NewCallID != nil {
 		return p.opts.NewCallID()
 	}
-	var b [4]byte
-	rand.Read(b[:])
-	return "call_" + hex.EncodeToString(b[:])
+	const hexDigits = "0123456789abcdef"
+	b := [13]byte{'c', 'a', 'l', 'l', '_'}
+	v := rand.Uint32()
+	for i := 12; i >= 5; i-- {
+		b[i] = hexDigits[v&0xf]
+		v >>= 4
+	}
+	return string(b[:])
 }
 
 // tokens estimates a token count from a character count: about four
@@ -401,100 +782,16 @@ func inputChars(req *toolrun.Request) int {
 	return n
 }
 
-// split cuts s into pieces of at most size runes; size <= 0 means one piece.
-func split(s string, size int) []string {
-	if size <= 0 || utf8.RuneCountInString(s) <= size {
-		return []string{s}
+// cut splits off the first piece of s of at most size runes; size <= 0
+// means all of s.
+func cut(s string, size int) (piece, rest string) {
+	if size <= 0 {
+		return s, ""
 	}
-	var parts []string
-	for s != "" {
-		i, n := 0, 0
-		for i < len(s) && n < size {
-			_, w := utf8.DecodeRuneInString(s[i:])
-			i += w
-			n++
-		}
-		parts = append(parts, s[:i])
-		s = s[i:]
+	i := 0
+	for n := 0; i < len(s) && n < size; n++ {
+		_, w := utf8.DecodeRuneInString(s[i:])
+		i += w
 	}
-	return parts
-}
-
-// cloneRequest copies a request deeply: messages, their tool calls,
-// attachments and metadata, tools and their parameters.
-func cloneRequest(r *toolrun.Request) *toolrun.Request {
-	if r == nil {
-		return &toolrun.Request{}
-	}
-	c := *r
-	if r.Messages != nil {
-		c.Messages = make([]toolrun.Message, len(r.Messages))
-		for i, m := range r.Messages {
-			if m.ToolCalls != nil {
-				m.ToolCalls = append([]toolrun.ToolCall(nil), m.ToolCalls...)
-			}
-			if m.Attachments != nil {
-				m.Attachments = append([]toolrun.AttachmentRef(nil), m.Attachments...)
-			}
-			if m.Metadata != nil {
-				m.Metadata = cloneMap(m.Metadata)
-			}
-			c.Messages[i] = m
-		}
-	}
-	c.Tools = cloneSpecs(r.Tools)
-	if r.ParallelToolCalls != nil {
-		b := *r.ParallelToolCalls
-		c.ParallelToolCalls = &b
-	}
-	return &c
-}
-
-func cloneSpecs(specs []toolrun.ToolSpec) []toolrun.ToolSpec {
-	if specs == nil {
-		return nil
-	}
-	out := make([]toolrun.ToolSpec, len(specs))
-	for i, t := range specs {
-		if t.Parameters != nil {
-			t.Parameters = append(json.RawMessage(nil), t.Parameters...)
-		}
-		out[i] = t
-	}
-	return out
-}
-
-func cloneMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = cloneValue(v)
-	}
-	return out
-}
-
-// cloneValue copies the mutable containers JSON-like values are built from.
-func cloneValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		return cloneMap(x)
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = cloneValue(e)
-		}
-		return out
-	case []string:
-		return append([]string(nil), x...)
-	case map[string]string:
-		out := make(map[string]string, len(x))
-		for k, s := range x {
-			out[k] = s
-		}
-		return out
-	case json.RawMessage:
-		return append(json.RawMessage(nil), x...)
-	case []byte:
-		return append([]byte(nil), x...)
-	}
-	return v
+	return s[:i], s[i:]
 }

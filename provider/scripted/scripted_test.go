@@ -590,7 +590,7 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
-func TestSplit(t *testing.T) {
+func TestCut(t *testing.T) {
 	tests := []struct {
 		s    string
 		size int
@@ -603,8 +603,15 @@ func TestSplit(t *testing.T) {
 		{"", 2, []string{""}},
 	}
 	for _, tt := range tests {
-		if got := split(tt.s, tt.size); strings.Join(got, "|") != strings.Join(tt.want, "|") {
-			t.Errorf("split(%q, %d) = %q", tt.s, tt.size, got)
+		// Cut pieces off as deltas does: at least one, until nothing is left.
+		var got []string
+		for s, first := tt.s, true; first || s != ""; first = false {
+			var piece string
+			piece, s = cut(s, tt.size)
+			got = append(got, piece)
+		}
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+			t.Errorf("cut(%q, %d) pieces %q", tt.s, tt.size, got)
 		}
 	}
 }
