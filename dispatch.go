@@ -196,7 +196,7 @@ func (rt *Runtime) promptTool(ctx context.Context, ts *turnState, b *batch, p *P
 		return promptOutcome{Result: Result{Status: StatusError, Error: "Sub-prompt model request failed: " + err.Error()}}
 	}
 	am := &Message{Role: RoleAssistant, Content: out, ToolCalls: calls, Prompt: p.Name, Depth: cb.depth, ParentID: parentID,
-		Metadata: map[string]any{metaSide: ts.sideKey}}
+		Side: ts.sideKey}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, am); err != nil {
 		return promptOutcome{Result: Result{Status: StatusError, Error: "storing the sub-prompt response: " + err.Error()}}
 	}

@@ -285,7 +285,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		if err == nil {
 			if m.CallDigest == "" || m.CallDigest == digest {
 				// The same call, resumed: its result stands.
-				out.Call.Arguments = red.String(out.Call.Arguments)
+				out.Call = redactCall(out.Call, red)
 				out.Message, out.Resumed = m, true
 				out.Result = resultOf(m)
 				// The calls it queued before the crash go back on the queue: each
@@ -347,29 +347,17 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.fireDone(ctx, b, c, res) // the result as it leaves the tool: redacted
 	}
 	if p.queued {
-		if msg.Metadata == nil {
-			msg.Metadata = map[string]any{}
-		}
-		msg.Metadata[MetaQueued] = true
-		msg.Metadata[MetaArguments] = red.String(c.Arguments)
+		msg.Queued = true
+		msg.Arguments = red.String(c.Arguments)
 	}
 	b.mu.Lock()
 	if len(b.queue) > queuedBefore {
 		// The live queue keeps the real arguments; what is stored is
 		// redacted, and says so when a secret was taken out.
-		calls := make([]any, 0, len(b.queue)-queuedBefore)
+		msg.QueuedCalls = make([]ToolCall, 0, len(b.queue)-queuedBefore)
 		for _, q := range b.queue[queuedBefore:] {
-			args := red.String(q.call.Arguments)
-			qc := map[string]any{"id": q.call.ID, "name": q.call.Name, "arguments": args}
-			if args != q.call.Arguments {
-				qc[metaArgumentsRedacted] = true
-			}
-			calls = append(calls, qc)
+			msg.QueuedCalls = append(msg.QueuedCalls, redactCall(q.call, red))
 		}
-		if msg.Metadata == nil {
-			msg.Metadata = map[string]any{}
-		}
-		msg.Metadata[MetaQueuedCalls] = calls
 	}
 	b.mu.Unlock()
 	// A finished call's result is stored even when ctx was cancelled while
@@ -379,7 +367,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 	}
 	out.Result, out.Message = res, msg
-	out.Call.Arguments = red.String(out.Call.Arguments)
+	out.Call = redactCall(out.Call, red)
 	if res.IsError() {
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
@@ -434,19 +422,15 @@ func uncancelled(ctx context.Context) context.Context {
 // requeue puts back on the queue the calls a stored result says its call
 // queued.
 func (e *Executor) requeue(b *batch, m *Message) {
-	calls, _ := m.Metadata[MetaQueuedCalls].([]any)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, x := range calls {
-		q, _ := x.(map[string]any)
-		id, _ := q["id"].(string)
-		name, _ := q["name"].(string)
-		args, _ := q["arguments"].(string)
-		if id == "" || name == "" {
+	for _, q := range m.QueuedCalls {
+		if q.ID == "" || q.Name == "" {
 			continue
 		}
-		p := pending{call: ToolCall{ID: id, Name: name, Arguments: args}, queued: true}
-		if redacted, _ := q[metaArgumentsRedacted].(bool); redacted {
+		name := q.Name
+		p := pending{call: ToolCall{ID: q.ID, Name: q.Name, Arguments: q.Arguments}, queued: true}
+		if q.Redacted {
 			// Its stored arguments lost a secret to redaction: running it
 			// with placeholders (or with a secret guessed back in) would be
 			// wrong, so it is refused, visibly.
@@ -489,17 +473,12 @@ func redactError(err error, red redactor) error {
 
 // resultOf rebuilds a Result from a stored tool message.
 func resultOf(m *Message) Result {
-	r := Result{Status: m.ToolStatus, Refs: m.Attachments, SubagentID: m.SubagentID}
+	r := Result{Status: m.ToolStatus, Refs: m.Attachments, SubagentID: m.SubagentID,
+		ErrorCode: m.ErrorCode, ErrorData: m.ErrorData, Stack: m.Stack}
 	if m.ToolStatus == StatusError {
 		r.Error = m.Content
 	} else {
 		r.Result = m.Content
-	}
-	if code, ok := m.Metadata[MetaErrorCode].(string); ok {
-		r.ErrorCode = code
-	}
-	if data, ok := m.Metadata[MetaErrorData].(map[string]any); ok {
-		r.ErrorData = data
 	}
 	return r
 }
@@ -848,7 +827,7 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		if text == "" {
 			text = "Tool execution failed"
 		}
-		content = "Failed to execute tool: " + text
+		content = errorContent(text)
 	} else {
 		content = strings.TrimSpace(res.Result)
 		if content == "" {
@@ -864,30 +843,11 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		}
 		content = sb.String()
 	}
-	var meta map[string]any
-	if res.ErrorCode != "" || res.ErrorData != nil || res.Stack != "" {
-		meta = map[string]any{}
-		if res.ErrorCode != "" {
-			meta[MetaErrorCode] = res.ErrorCode
-		}
-		if res.ErrorData != nil {
-			meta[MetaErrorData] = res.ErrorData
-		}
-		if res.Stack != "" {
-			meta[MetaStack] = res.Stack
-		}
-	}
 	id := b.msgID
 	if id == "" {
 		id = newID("msg")
 	}
 	b.msgID = ""
-	if b.side != "" {
-		if meta == nil {
-			meta = map[string]any{}
-		}
-		meta[metaSide] = b.side
-	}
 	msg := &Message{
 		ID:          id,
 		ThreadID:    b.threadID,
@@ -901,10 +861,27 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		Depth:       b.depth,
 		Prompt:      b.prompt,
 		SubagentID:  res.SubagentID,
-		Metadata:    meta,
+		ErrorCode:   res.ErrorCode,
+		ErrorData:   res.ErrorData,
+		Stack:       res.Stack,
+		Side:        b.side,
 		CreatedAt:   time.Now().UTC(),
 	}
 	return msg, res
+}
+
+// errorContent is the stored content of an error result with text text.
+func errorContent(text string) string { return "Failed to execute tool: " + text }
+
+// redactCall returns c with its texts redacted and Redacted set when a
+// secret was replaced in its arguments.
+func redactCall(c ToolCall, red redactor) ToolCall {
+	args := red.String(c.Arguments)
+	if args != c.Arguments {
+		c.Redacted = true
+	}
+	c.ID, c.Name, c.Arguments = red.String(c.ID), red.String(c.Name), args
+	return c
 }
 
 // redactRef redacts the texts of an attachment ref: a name, path, MIME type

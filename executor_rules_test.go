@@ -54,8 +54,8 @@ func TestCallsRunInOrderAndQueuedCallsGoToTheTail(t *testing.T) {
 	assert.Equal(t, []string{"first", "second", "q1", "q2", "q3"}, order)
 	require.Len(t, out, 5)
 	assert.True(t, out[2].Queued)
-	assert.Equal(t, true, out[2].Message.Metadata[toolrun.MetaQueued])
-	assert.Equal(t, "{}", out[2].Message.Metadata[toolrun.MetaArguments], "nil args are queued as {}")
+	assert.Equal(t, true, out[2].Message.Queued)
+	assert.Equal(t, "{}", out[2].Message.Arguments, "nil args are queued as {}")
 	page, err := ex.Store().ListMessages(context.Background(), "t1", toolrun.MessageQuery{})
 	require.NoError(t, err)
 	var names []string
@@ -303,8 +303,8 @@ func TestRequiredVariablesAreCheckedBeforeExecute(t *testing.T) {
 	require.False(t, called)
 	m := out[0].Message
 	assert.Equal(t, "Failed to execute tool: Missing required variables: GITHUB_TOKEN, ORG", m.Content)
-	assert.Equal(t, "missing_variables", m.Metadata[toolrun.MetaErrorCode])
-	assert.Equal(t, map[string]any{"missing": []any{"GITHUB_TOKEN", "ORG"}}, m.Metadata[toolrun.MetaErrorData])
+	assert.Equal(t, "missing_variables", m.ErrorCode)
+	assert.Equal(t, map[string]any{"missing": []any{"GITHUB_TOKEN", "ORG"}}, m.ErrorData)
 
 	// The empty string counts as present; the instance env is the last link.
 	ctx := context.Background()

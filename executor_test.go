@@ -180,12 +180,12 @@ func TestStoredContentTexts(t *testing.T) {
 	assert.Equal(t, "hi", out[1].Message.Content)
 	assert.Equal(t, "Failed to execute tool: Tool execution failed", out[2].Message.Content)
 	assert.Equal(t, "Failed to execute tool: boom", out[3].Message.Content)
-	assert.Equal(t, "E_BOOM", out[3].Message.Metadata[toolrun.MetaErrorCode])
+	assert.Equal(t, "E_BOOM", out[3].Message.ErrorCode)
 	m := out[4].Message
 	assert.Equal(t, "Failed to execute tool: bad", m.Content)
-	assert.Equal(t, "E1", m.Metadata[toolrun.MetaErrorCode])
-	assert.Equal(t, map[string]any{"k": "v"}, m.Metadata[toolrun.MetaErrorData])
-	assert.Equal(t, "stack", m.Metadata[toolrun.MetaStack])
+	assert.Equal(t, "E1", m.ErrorCode)
+	assert.Equal(t, map[string]any{"k": "v"}, m.ErrorData)
+	assert.Equal(t, "stack", m.Stack)
 	assert.NotContains(t, m.Content, "E1", "error_code is not sent to the model")
 }
 
@@ -208,7 +208,7 @@ func TestPanicIsRecoveredAndBatchGoesOn(t *testing.T) {
 	out := run(t, ex, "t1", call("1", "bad", ""), call("2", "good", ""))
 	require.Len(t, out, 2)
 	assert.Equal(t, "Failed to execute tool: tool panicked: assignment to entry in nil map", out[0].Message.Content)
-	assert.Contains(t, out[0].Message.Metadata[toolrun.MetaStack], "goroutine", "stack kept in metadata")
+	assert.Contains(t, out[0].Message.Stack, "goroutine", "stack kept in metadata")
 	assert.NotContains(t, out[0].Message.Content, "goroutine", "stack not in content")
 	assert.Equal(t, "fine", out[1].Message.Content)
 }

@@ -129,7 +129,7 @@ func (rt *Runtime) agentSpec(a *Agent) ToolSpec {
 // buildRequest assembles the next model request of a turn (reference O1,
 // A5, E10, with CONTRACT's queued-results rule).
 func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, turnStart int64) (*Request, error) {
-	args, _ := ts.th.Properties[propArgs].(map[string]any)
+	args := ts.th.Arguments
 	req := &Request{
 		Model:             ts.model.ID,
 		ThreadID:          ts.th.ID,
@@ -161,12 +161,7 @@ func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, turnStart in
 	return req, nil
 }
 
-func sideOf(m *Message) string {
-	if s, ok := m.Metadata[metaSide].(string); ok {
-		return s
-	}
-	return ""
-}
+func sideOf(m *Message) string { return m.Side }
 
 // perspective turns stored rows into what the acting side sees: its own
 // turns as assistant, the other side's as user; only its own tool calls and
@@ -209,10 +204,9 @@ func perspective(rows []Message, side string, pastTools bool) []Message {
 			if !pastTools || !own {
 				continue
 			}
-			if q, _ := m.Metadata[MetaQueued].(bool); q && !called[m.ToolCallID] {
-				args, _ := m.Metadata[MetaArguments].(string)
+			if m.Queued && !called[m.ToolCallID] {
 				queued = append(queued, toModel(m))
-				queuedArgs = append(queuedArgs, args)
+				queuedArgs = append(queuedArgs, m.Arguments)
 			}
 			// Results of model calls are emitted after their call; orphans are dropped.
 			continue

@@ -89,7 +89,7 @@ func hostileCases() []hostileCase {
 				case out := <-done:
 					require.Len(t, out, 2)
 					assert.Contains(t, out[0].Message.Content, "runtime.Goexit")
-					assert.Equal(t, "tool_goexit", out[0].Message.Metadata[toolrun.MetaErrorCode])
+					assert.Equal(t, "tool_goexit", out[0].Message.ErrorCode)
 					assert.Equal(t, "ran", out[1].Message.Content)
 				case <-time.After(20 * time.Second):
 					t.Fatal("Run did not return after a tool called runtime.Goexit")

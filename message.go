@@ -22,6 +22,9 @@ type ToolCall struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Arguments string `json:"arguments"`
+	// Redacted reports that secret values in Arguments were replaced by
+	// placeholders (the call as stored or returned, not as the tool saw it).
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // Message is one stored message of a thread. Tool results are messages with
@@ -47,6 +50,23 @@ type Message struct {
 	ToolCallID string `json:"tool_call_id,omitempty"`
 	Name       string `json:"name,omitempty"`
 	ToolStatus Status `json:"tool_status,omitempty"`
+	// ErrorCode, ErrorData and Stack are the tool result's (a recovered
+	// panic's stack included), kept and never sent to a model. ErrorCode is
+	// also set on the assistant message the repeated-error breaker stores.
+	ErrorCode string         `json:"error_code,omitempty"`
+	ErrorData map[string]any `json:"error_data,omitempty"`
+	Stack     string         `json:"stack,omitempty"`
+	// Queued reports that a tool queued the call this result answers
+	// (QueueTool), rather than a model; Arguments are then that call's
+	// (redacted) arguments, which the model is shown with the result.
+	Queued    bool   `json:"queued,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// QueuedCalls are the calls the call of this result queued, redacted, so
+	// a batch resumed after a crash queues them again.
+	QueuedCalls []ToolCall `json:"queued_calls,omitempty"`
+	// Side is the agent side the message belongs to: "a" or "b" ("" for
+	// messages outside a runtime turn).
+	Side string `json:"side,omitempty"`
 
 	// Attachments are references to thread files that belong to the message.
 	Attachments []AttachmentRef `json:"attachments,omitempty"`
@@ -66,29 +86,12 @@ type Message struct {
 	// tool name and redacted arguments), so a call resumed after a crash is
 	// told from another call that reuses its id.
 	CallDigest string `json:"call_digest,omitempty"`
-	// Metadata holds data that is stored but never sent to a model: a tool
-	// result's error_code, error_data and stack, the arguments of a queued call.
+	// Metadata holds the caller's own data (InjectMessage's metadata, for
+	// example): stored, never sent to a model, never read by toolrun.
 	Metadata map[string]any `json:"metadata,omitempty"`
 
 	CreatedAt time.Time `json:"created_at"`
 }
-
-// Metadata keys the executor writes on tool-result messages.
-const (
-	MetaErrorCode = "error_code" // string: Result.ErrorCode
-	MetaErrorData = "error_data" // map[string]any: Result.ErrorData
-	MetaStack     = "stack"      // string: Result.Stack, or a recovered panic's stack
-	MetaQueued    = "queued"     // bool: the call was queued by a tool, not issued by a model
-	MetaArguments = "arguments"  // string: the JSON arguments of a queued call
-	// MetaQueuedCalls lists the calls ([]{id, name, arguments}) a call
-	// queued, so a resumed batch queues them again. Their arguments are
-	// redacted.
-	MetaQueuedCalls = "queued_calls"
-)
-
-// metaArgumentsRedacted marks a queued_calls entry whose arguments had a
-// secret replaced.
-const metaArgumentsRedacted = "arguments_redacted"
 
 // AttachmentRef points at a file in a thread's file system (spec
 // AttachmentRef). Refs on a message are always valid for that message's thread.
@@ -104,11 +107,17 @@ type AttachmentRef struct {
 	Description string `json:"description,omitempty"`
 }
 
-// clone returns a copy of m whose slices and metadata map are not shared.
+// clone returns a copy of m whose slices and maps are not shared.
 func (m *Message) clone() *Message {
 	c := *m
 	if m.ToolCalls != nil {
 		c.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+	}
+	if m.QueuedCalls != nil {
+		c.QueuedCalls = append([]ToolCall(nil), m.QueuedCalls...)
+	}
+	if m.ErrorData != nil {
+		c.ErrorData = cloneJSONMap(m.ErrorData)
 	}
 	if m.Attachments != nil {
 		c.Attachments = append([]AttachmentRef(nil), m.Attachments...)

@@ -267,10 +267,7 @@ func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, err
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
 	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
 		if m != nil {
-			if m.Metadata == nil {
-				m.Metadata = map[string]any{}
-			}
-			m.Metadata[metaSide] = "b"
+			m.Side = "b"
 			if err := rt.store.AppendMessages(ctx, threadID, m); err != nil {
 				return nil, &StoreError{Op: "append user message", Err: err}
 			}
@@ -385,9 +382,6 @@ func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *
 }
 
 const (
-	metaSide    = "side"
-	propTurns   = "session_turns"
-	propArgs    = "arguments"
 	missingText = "Tool result missing from conversation history for prior call %q. Treat this as a failed tool call."
 )
 
@@ -581,25 +575,14 @@ func (rt *Runtime) updateThread(ctx context.Context, th *Thread, change func(*Th
 func (rt *Runtime) countTurn(ctx context.Context, th *Thread) (int, error) {
 	n := 0
 	err := rt.updateThread(ctx, th, func(t *Thread) {
-		switch v := t.Properties[propTurns].(type) {
-		case float64:
-			n = int(v)
-		case int:
-			n = v
-		case int64:
-			n = int(v)
-		}
-		n++
-		if t.Properties == nil {
-			t.Properties = map[string]any{}
-		}
-		t.Properties[propTurns] = n
+		t.SessionTurns++
+		n = t.SessionTurns
 	})
 	return n, err
 }
 
 func (rt *Runtime) resetTurns(ctx context.Context, th *Thread) error {
-	return rt.updateThread(ctx, th, func(t *Thread) { delete(t.Properties, propTurns) })
+	return rt.updateThread(ctx, th, func(t *Thread) { t.SessionTurns = 0 })
 }
 
 // runTurn runs one side's turn: model requests and tool batches until the
@@ -696,7 +679,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if empty {
 			calls = []ToolCall{{ID: newID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
 		}
-		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Metadata: map[string]any{metaSide: sideKey}}
+		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
 		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
 			return turnResult{}, &StoreError{Op: "append assistant message", Err: err}
 		}
@@ -706,8 +689,8 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		if empty {
 			em := &Message{Role: RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, ToolStatus: StatusError, Prompt: prompt.Name,
-				Content:  "Failed to execute tool: The response was empty: reply with text or call a tool.",
-				Metadata: map[string]any{metaSide: sideKey}}
+				Content:  errorContent("The response was empty: reply with text or call a tool."),
+				Side: sideKey}
 			if err := rt.store.AppendMessages(ctx, th.ID, em); err != nil {
 				return turnResult{}, &StoreError{Op: "append tool result", Err: err}
 			}
@@ -739,10 +722,10 @@ func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls [
 			continue
 		}
 		msgs = append(msgs, &Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError, Prompt: ts.prompt.Name,
-			Depth: b.depth, ParentID: b.parentID, Content: "Failed to execute tool: " + text, Metadata: map[string]any{metaSide: ts.sideKey}})
+			Depth: b.depth, ParentID: b.parentID, Content: errorContent(text), Side: ts.sideKey})
 	}
 	if b.depth == 0 {
-		msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Metadata: map[string]any{metaSide: ts.sideKey}})
+		msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Side: ts.sideKey})
 	}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, msgs...); err != nil {
 		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
@@ -794,7 +777,7 @@ func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Out
 			// A status report goes to the parent's child registry (reference E11).
 			text := strings.TrimSpace(o.Message.Content)
 			if e, err := rt.store.Child(ctx, ts.th.ParentID, ts.th.ID); err == nil && e.Status != ChildTerminated {
-				e.Status = text
+				e.Report = text
 				if err := rt.store.PutChild(ctx, e); err != nil {
 					rt.log.WarnContext(ctx, "toolrun: forwarding session status", "thread", ts.th.ID, "error", err)
 				}
@@ -869,7 +852,7 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
 		if m.ToolStatus != StatusError {
 			return false, nil
 		}
-		s := signatureRE.ReplaceAllString(strings.TrimPrefix(m.Content, "Failed to execute tool: "), "_")
+		s := signatureRE.ReplaceAllString(m.Content, "_")
 		if n == 0 {
 			sig = s
 		} else if s != sig {
@@ -883,8 +866,8 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
 		return false, nil
 	}
 	msg := &Message{Role: RoleAssistant, Prompt: ts.prompt.Name,
-		Content:  fmt.Sprintf("I stopped because the same tool error repeated %d times in a row: %s", window, strings.TrimPrefix(p.Messages[0].Content, "Failed to execute tool: ")),
-		Metadata: map[string]any{metaSide: ts.sideKey, MetaErrorCode: StopRepeatedToolError}}
+		Content:  fmt.Sprintf("I stopped because the same tool error repeated %d times in a row. The last result was: %s", window, p.Messages[0].Content),
+		Side: ts.sideKey, ErrorCode: StopRepeatedToolError}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, msg); err != nil {
 		return true, &StoreError{Op: "append assistant message", Err: err}
 	}
@@ -1071,13 +1054,10 @@ func (rt *Runtime) progressKey(name string) string {
 func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) error {
 	err := rt.updateThread(ctx, th, func(t *Thread) {
 		t.AgentID = h.agent
-		if t.Properties == nil {
-			t.Properties = map[string]any{}
-		}
 		if len(h.args) > 0 {
-			t.Properties[propArgs] = h.args
+			t.Arguments = h.args
 		}
-		delete(t.Properties, propTurns)
+		t.SessionTurns = 0
 	})
 	if err != nil {
 		return err
@@ -1085,7 +1065,7 @@ func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) err
 	// The handoff's init user message, with the named attachments, as a
 	// prompt tool gets it (the thread is the same, so nothing is copied).
 	if m := rt.initMessage(ctx, th.ID, h.config, h.args); m != nil {
-		m.Metadata = map[string]any{metaSide: "b"}
+		m.Side = "b"
 		if err := rt.store.AppendMessages(ctx, th.ID, m); err != nil {
 			return &StoreError{Op: "append handoff message", Err: err}
 		}

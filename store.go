@@ -34,7 +34,15 @@ type Thread struct {
 	AgentID  string `json:"agent_id,omitempty"`  // the thread's current agent
 	UserID   string `json:"user_id,omitempty"`   // "" when the thread has no user
 	ParentID string `json:"parent_id,omitempty"` // "" for a root thread
-	// Properties are free-form JSON values, such as a subagent's initial arguments.
+	// Arguments are the arguments the thread's agent was started with (a
+	// subagent's initial arguments, a handoff's), which fill the {{name}}
+	// placeholders of its prompt.
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// SessionTurns counts the side turns of the current session, for the
+	// agent's MaxSessionTurns; it is 0 when a session starts.
+	SessionTurns int `json:"session_turns,omitempty"`
+	// Properties are the caller's own free-form JSON values; toolrun does not
+	// read them.
 	Properties map[string]any `json:"properties,omitempty"`
 	Tags       []string       `json:"tags,omitempty"`
 	CreatedAt  time.Time      `json:"created_at"`
@@ -183,8 +191,12 @@ type ChildEntry struct {
 	Hidden       bool   `json:"hidden,omitempty"`
 	// ParentCommunication is "implicit" (default) or "explicit".
 	ParentCommunication string `json:"parent_communication,omitempty"`
-	// Status is running, idle, failed, awaiting_human, terminated, or free text.
-	Status           string         `json:"status"`
+	// Status is the child's state: running, idle, failed, awaiting_human or
+	// terminated.
+	Status string `json:"status"`
+	// Report is the latest status text the child reported through its
+	// side's SessionStatus tool ("" when none).
+	Report           string         `json:"report,omitempty"`
 	InitialArguments map[string]any `json:"initial_arguments,omitempty"`
 	CreatedAt        time.Time      `json:"created_at"`
 	UpdatedAt        time.Time      `json:"updated_at"`

@@ -149,6 +149,9 @@ func (rt *Runtime) listSubagents(ctx context.Context, ts *turnState) Result {
 			label = c.Agent
 		}
 		line := fmt.Sprintf("- %s: %s — %s", c.Reference, label, c.Status)
+		if c.Report != "" {
+			line += ": " + c.Report
+		}
 		if c.Description != "" {
 			line += " (" + c.Description + ")"
 		}
@@ -261,7 +264,7 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 
 	th := &Thread{ID: newID("thread"), AgentID: rel.Agent, ParentID: ts.th.ID, Tags: []string{"name:" + tagName(instName)}}
 	if len(argMap) > 0 {
-		th.Properties = map[string]any{propArgs: argMap}
+		th.Arguments = argMap
 	}
 	if err := rt.store.CreateThread(ctx, th); err != nil {
 		return Errorf("creating the subagent thread: %v", err)
@@ -278,9 +281,9 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 	}
 	copied := rt.copyAttachments(ctx, ts.th.ID, th.ID, rt.refsForPaths(ctx, ts.th.ID, pathsOf(attachments)))
 	for _, ref := range copied {
-		initial = append(initial, &Message{Role: RoleUser, Silent: true, Content: "Initial asset attachment path: " + ref.Path, Metadata: map[string]any{metaSide: "b"}})
+		initial = append(initial, &Message{Role: RoleUser, Silent: true, Content: "Initial asset attachment path: " + ref.Path, Side: "b"})
 	}
-	initial = append(initial, &Message{Role: RoleUser, Content: message, Attachments: copied, Metadata: map[string]any{metaSide: "b"}})
+	initial = append(initial, &Message{Role: RoleUser, Content: message, Attachments: copied, Side: "b"})
 	if err := rt.store.AppendMessages(ctx, th.ID, initial...); err != nil {
 		return Errorf("storing the subagent's first messages: %v", err)
 	}
@@ -635,9 +638,9 @@ func (rt *Runtime) deliver(ctx context.Context, parentID, childID, message strin
 	var msgs []*Message
 	refs := rt.copyAttachments(ctx, parentID, childID, rt.refsForPaths(ctx, parentID, paths))
 	for _, r := range refs {
-		msgs = append(msgs, &Message{Role: RoleUser, Silent: true, Content: "Attachment path: " + r.Path, Metadata: map[string]any{metaSide: "b"}})
+		msgs = append(msgs, &Message{Role: RoleUser, Silent: true, Content: "Attachment path: " + r.Path, Side: "b"})
 	}
-	msgs = append(msgs, &Message{Role: RoleUser, Content: message, Attachments: refs, Metadata: map[string]any{metaSide: "b"}})
+	msgs = append(msgs, &Message{Role: RoleUser, Content: message, Attachments: refs, Side: "b"})
 	return rt.store.AppendMessages(ctx, childID, msgs...)
 }
 

@@ -102,7 +102,7 @@ func TestSubagentCreateArgumentChecksInOrder(t *testing.T) {
 	for i, w := range want {
 		assert.Equal(t, "Failed to execute tool: "+w, res[i].Content, "check %d", i)
 	}
-	assert.Equal(t, "subagent_arguments_required", res[7].Metadata[toolrun.MetaErrorCode])
+	assert.Equal(t, "subagent_arguments_required", res[7].ErrorCode)
 	assert.Empty(t, tm.child.Requests(), "no child ran")
 }
 
@@ -209,7 +209,7 @@ func TestScopedEnvAndRequiredScopedVariables(t *testing.T) {
 	res := toolResults(reply.Messages, "subagent_create")
 	require.Len(t, res, 2)
 	assert.Contains(t, res[0].Content, `Subagent "vault_keeper" requires scoped environment variables before it can be created. Provide VAULT`)
-	assert.Equal(t, "subagent_env_required", res[0].Metadata[toolrun.MetaErrorCode])
+	assert.Equal(t, "subagent_env_required", res[0].ErrorCode)
 	ref := res[1].SubagentID
 	require.NotEmpty(t, ref, res[1].Content)
 	tm.rt.Wait()
@@ -308,7 +308,7 @@ func TestSetEnvPropagatesToLiveDescendantsExceptScopedNames(t *testing.T) {
 
 func TestSessionStatusIsForwardedToTheParentRegistryAndAgentEnvDefaults(t *testing.T) {
 	lead, child := scripted.New(), scripted.New()
-	var seen, peeked string
+	var seen, peeked, peekedState string
 	var rt *toolrun.Runtime
 	reg := toolrun.NewRegistry(nil)
 	require.NoError(t, reg.Register(
@@ -321,7 +321,8 @@ func TestSessionStatusIsForwardedToTheParentRegistryAndAgentEnvDefaults(t *testi
 		fn("peek", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
 			th, _ := rt.Store().GetThread(ctx, s.ThreadID())
 			e, err := rt.Store().Child(ctx, th.ParentID, s.ThreadID())
-			peeked = e.Status
+			peeked = e.Report
+			peekedState = e.Status
 			return toolrun.Text("peeked"), err
 		}),
 		&toolrun.Prompt{Name: "lp", Model: "lm"},
@@ -341,6 +342,7 @@ func TestSessionStatusIsForwardedToTheParentRegistryAndAgentEnvDefaults(t *testi
 	require.NoError(t, err)
 	assert.Equal(t, "agent-default", seen, "agent defaults come before prompt defaults in the env chain")
 	assert.Equal(t, "halfway there", peeked, "the status reached the parent's registry while the child ran")
+	assert.Equal(t, toolrun.ChildRunning, peekedState, "the report does not replace the child's state")
 	ref := toolResults(reply.Messages, "subagent_create")[0].SubagentID
 	// The blocking call settles the entry to idle at the end; the status
 	// report was visible while the child ran, and its text was stored.

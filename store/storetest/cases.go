@@ -396,14 +396,16 @@ func fullMessages() []*toolrun.Message {
 			Silent:     true,
 			Prompt:     "sub",
 			SubagentID: "thr-child",
-			Metadata: map[string]any{
-				toolrun.MetaErrorCode: "upstream_failed",
-				toolrun.MetaErrorData: map[string]any{"status": 502.0, "hosts": []any{"a", "b"}, "nested": map[string]any{"ok": false, "none": nil}},
-				toolrun.MetaStack:     "goroutine 1 [running]:\nmain.main()",
-				toolrun.MetaQueued:    true,
-				toolrun.MetaArguments: `{"q":"x"}`,
-			},
-			CreatedAt: ts(10),
+			ErrorCode:   "upstream_failed",
+			ErrorData:   map[string]any{"status": 502.0, "hosts": []any{"a", "b"}, "nested": map[string]any{"ok": false, "none": nil}},
+			Stack:       "goroutine 1 [running]:\nmain.main()",
+			Queued:      true,
+			Arguments:   `{"q":"x"}`,
+			QueuedCalls: []toolrun.ToolCall{{ID: "call_1_q1", Name: "notify", Arguments: `{"to":"[REDACTED:T]"}`, Redacted: true}},
+			CallDigest:  "Zx1rT5yq3pVw0eLh2mB7aA",
+			Side:        "b",
+			Metadata:    map[string]any{"trace": "abc"},
+			CreatedAt:   ts(10),
 		},
 		{
 			Role: toolrun.RoleTool, Content: "ok", ToolCallID: "call_2", Name: "fetch",
@@ -447,13 +449,18 @@ func caseMessagesNotAliased(e *env) {
 			want[i].Metadata = jsonNorm(m.Metadata).(map[string]any)
 		}
 		want[i].ToolCalls = slices.Clone(m.ToolCalls)
+		want[i].QueuedCalls = slices.Clone(m.QueuedCalls)
 		want[i].Attachments = slices.Clone(m.Attachments)
+		if m.ErrorData != nil {
+			want[i].ErrorData = jsonNorm(m.ErrorData).(map[string]any)
+		}
 	}
 	// Change the appended messages.
 	msgs[1].ToolCalls[0].Name = "changed"
 	msgs[1].Metadata["usage"].(map[string]any)["in"] = -1.0
 	msgs[2].Attachments[0].Path = "/changed"
-	msgs[2].Metadata[toolrun.MetaErrorData].(map[string]any)["hosts"].([]any)[0] = "changed"
+	msgs[2].ErrorData["hosts"].([]any)[0] = "changed"
+	msgs[2].QueuedCalls[0].Name = "changed"
 	msgs[3].Content = "changed"
 	got := e.listAll(st, thread)
 	for i := range want {
