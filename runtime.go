@@ -689,8 +689,8 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		if empty {
 			em := &Message{Role: RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, ToolStatus: StatusError, Prompt: prompt.Name,
-				Content:  errorContent("The response was empty: reply with text or call a tool."),
-				Side: sideKey}
+				Content: errorContent("The response was empty: reply with text or call a tool."),
+				Side:    sideKey}
 			if err := rt.store.AppendMessages(ctx, th.ID, em); err != nil {
 				return turnResult{}, &StoreError{Op: "append tool result", Err: err}
 			}
@@ -866,8 +866,8 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
 		return false, nil
 	}
 	msg := &Message{Role: RoleAssistant, Prompt: ts.prompt.Name,
-		Content:  fmt.Sprintf("I stopped because the same tool error repeated %d times in a row. The last result was: %s", window, p.Messages[0].Content),
-		Side: ts.sideKey, ErrorCode: StopRepeatedToolError}
+		Content: fmt.Sprintf("I stopped because the same tool error repeated %d times in a row. The last result was: %s", window, p.Messages[0].Content),
+		Side:    ts.sideKey, ErrorCode: StopRepeatedToolError}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, msg); err != nil {
 		return true, &StoreError{Op: "append assistant message", Err: err}
 	}
