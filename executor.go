@@ -58,7 +58,7 @@ const DefaultMaxNesting = 32
 // of one thread are serialised, batches of different threads run in parallel.
 type Executor struct {
 	reg    *Registry
-	store  Store
+	store  records
 	env    map[string]EnvValue
 	log    *slog.Logger
 	hooks  Hooks
@@ -75,13 +75,13 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	if opts == nil {
 		opts = &ExecutorOptions{}
 	}
-	e := &Executor{reg: reg, store: opts.Store, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider),
+	e := &Executor{reg: reg, store: records{opts.Store}, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner, tracer: tracerOf(opts.TracerProvider),
 		ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting}
 	if e.maxNest <= 0 {
 		e.maxNest = DefaultMaxNesting
 	}
-	if e.store == nil {
-		e.store = NewMemoryStore()
+	if e.store.Store == nil {
+		e.store.Store = NewMemoryStore()
 	}
 	if e.log == nil {
 		e.log = defaultLogger
@@ -103,12 +103,12 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 // withStore returns a view of e whose writes go to st (a lease-bound store).
 func (e *Executor) withStore(st Store) *Executor {
 	c := *e
-	c.store = st
+	c.store = records{st}
 	return &c
 }
 
 // Store returns the executor's store.
-func (e *Executor) Store() Store { return e.store }
+func (e *Executor) Store() Store { return e.store.Store }
 
 // Registry returns the executor's registry.
 func (e *Executor) Registry() *Registry { return e.reg }
@@ -931,7 +931,7 @@ func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attac
 		mt = "application/octet-stream"
 	}
 	p := fmt.Sprintf("/attachments/%d-%s.%s", time.Now().UnixMilli(), randomHex(4), attachmentExt(a))
-	info, err := e.store.WriteFile(context.WithoutCancel(ctx), threadID, p, a.Data, mt)
+	info, err := e.store.writeFile(context.WithoutCancel(ctx), threadID, p, a.Data, mt)
 	if err != nil {
 		return AttachmentRef{}, err
 	}

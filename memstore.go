@@ -423,7 +423,7 @@ func (s *MemoryStore) ListEnv(ctx context.Context, scope EnvScope, ownerID strin
 }
 
 // WriteFile implements FileStore.
-func (s *MemoryStore) WriteFile(ctx context.Context, threadID, p string, data []byte, mimeType string) (FileInfo, error) {
+func (s *MemoryStore) WriteFile(ctx context.Context, threadID string, f FileInfo, data []byte) (FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return FileInfo{}, err
 	}
@@ -433,8 +433,8 @@ func (s *MemoryStore) WriteFile(ctx context.Context, threadID, p string, data []
 	if t.files == nil {
 		t.files = map[string]*memFile{}
 	}
-	now := time.Now().UTC()
-	info := FileInfo{Path: p, MimeType: mimeType, Size: int64(len(data)), CreatedAt: now, UpdatedAt: now}
+	p := f.Path
+	info := FileInfo{Path: p, MimeType: f.MimeType, Size: int64(len(data)), CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
 	if old := t.files[p]; old != nil {
 		info.CreatedAt = old.info.CreatedAt
 	}

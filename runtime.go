@@ -58,7 +58,7 @@ type RuntimeOptions struct {
 type Runtime struct {
 	reg      *Registry
 	ex       *Executor
-	store    Store
+	store    records
 	log      *slog.Logger
 	maxTotal int
 	turns    *keyedMutex
@@ -122,7 +122,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	if rt.owner == "" {
 		rt.owner = newID("runtime")
 	}
-	rt.locker, _ = ex.store.(ThreadLocker)
+	rt.locker, _ = ex.store.Store.(ThreadLocker)
 	rt.base = rt
 	return rt
 }
@@ -131,7 +131,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 func (rt *Runtime) Executor() *Executor { return rt.ex }
 
 // Store returns the runtime's store.
-func (rt *Runtime) Store() Store { return rt.store }
+func (rt *Runtime) Store() Store { return rt.store.Store }
 
 // Subscribe calls fn with every event of threadID ("" for all threads).
 func (rt *Runtime) Subscribe(threadID string, fn func(Event)) (unsubscribe func()) {
@@ -363,7 +363,7 @@ func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *
 			}
 		}()
 		view := *rt
-		view.store = st
+		view.store = records{st}
 		view.ex = rt.ex.withStore(st)
 		rt = &view
 	}

@@ -212,7 +212,7 @@ func (s *callState) WriteFile(ctx context.Context, path string, data []byte, mim
 	if mimeType == "" {
 		mimeType = "application/octet-stream"
 	}
-	info, err := s.e.store.WriteFile(ctx, s.b.threadID, CleanPath(path), data, mimeType)
+	info, err := s.e.store.writeFile(ctx, s.b.threadID, CleanPath(path), data, mimeType)
 	if err != nil {
 		return FileInfo{}, &StoreError{Op: "write file " + path, Err: err}
 	}

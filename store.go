@@ -165,8 +165,11 @@ type FileInfo struct {
 
 // FileStore keeps the files of threads. Paths are clean absolute paths.
 type FileStore interface {
-	// WriteFile creates or replaces the file. A replaced file keeps its CreatedAt.
-	WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (FileInfo, error)
+	// WriteFile creates or replaces the file f.Path with data, of type
+	// f.MimeType, written at f.UpdatedAt (the caller's clock, as for every
+	// record). A new file gets f.CreatedAt; a replaced file keeps the
+	// CreatedAt it has. It returns the stored info, Size set.
+	WriteFile(ctx context.Context, threadID string, f FileInfo, data []byte) (FileInfo, error)
 	// ReadFile returns the file's bytes (never nil for an existing file), or ErrNotFound.
 	ReadFile(ctx context.Context, threadID, path string) ([]byte, FileInfo, error)
 	// StatFile returns the file's info, or ErrNotFound.

@@ -433,7 +433,7 @@ func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, refs []
 			mime = r.MimeType
 		}
 		dst := "/attachments/" + stem + "-" + randomHex(4) + ext
-		ni, err := rt.store.WriteFile(ctx, to, dst, data, mime)
+		ni, err := rt.store.writeFile(ctx, to, dst, data, mime)
 		if err != nil {
 			rt.log.WarnContext(ctx, "toolrun: copying an attachment", "from", from, "to", to, "path", src, "error", err)
 			continue

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -222,7 +223,7 @@ func TestScopedEnvAndRequiredScopedVariables(t *testing.T) {
 func TestAttachmentsAreCopiedToReceiverLocalPaths(t *testing.T) {
 	tm := newTeam(t, nil)
 	ctx := context.Background()
-	_, err := tm.rt.Store().WriteFile(ctx, tm.thread, "/attachments/report 2024.pdf", []byte("%PDF"), "application/pdf")
+	_, err := tm.rt.Store().WriteFile(ctx, tm.thread, toolrun.FileInfo{Path: "/attachments/report 2024.pdf", MimeType: "application/pdf", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("%PDF"))
 	require.NoError(t, err)
 	tm.lead.Add(scripted.Calls(
 		scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "read it", "name": "r",
@@ -255,7 +256,7 @@ func TestSubpromptInitAttachments(t *testing.T) {
 	main.Tools = append(main.Tools, &toolrun.SubpromptConfig{Name: "viewer", InitAttachmentsProperty: "files"})
 	w := newWorld(t, main, toolrun.Side{}, viewer)
 	id := w.thread(t)
-	_, err := w.rt.Store().WriteFile(context.Background(), id, "/attachments/a.png", []byte("png"), "image/png")
+	_, err := w.rt.Store().WriteFile(context.Background(), id, toolrun.FileInfo{Path: "/attachments/a.png", MimeType: "image/png", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("png"))
 	require.NoError(t, err)
 	w.p.Add(scripted.Calls(scripted.Call("viewer", map[string]any{"files": []string{"/attachments/a.png", "/attachments/nope.png", "/tmp/x"}})),
 		scripted.Text("A picture."), scripted.Text("done"))
@@ -424,3 +425,5 @@ func TestCallingARelationshipByNameSaysHowToReachIt(t *testing.T) {
 	require.Len(t, res, 1)
 	assert.Equal(t, `Failed to execute tool: Tool "bg_researcher" is not directly callable. Use subagent_create with agent="bg_researcher" to start it, or subagent_message to message an existing instance.`, res[0].Content)
 }
+
+func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -130,7 +130,7 @@ func NewState(t testing.TB, opts *Options) *State {
 		}
 	}
 	for p, data := range opts.Files {
-		if _, err := s.store.WriteFile(ctx, s.id, toolrun.CleanPath(p), data, "application/octet-stream"); err != nil {
+		if _, err := s.store.WriteFile(ctx, s.id, toolrun.FileInfo{Path: toolrun.CleanPath(p), MimeType: "application/octet-stream", CreatedAt: fileTime(), UpdatedAt: fileTime()}, data); err != nil {
 			t.Fatalf("toolruntest: file %s: %v", p, err)
 		}
 	}
@@ -426,7 +426,7 @@ func (s *State) WriteFile(ctx context.Context, path string, data []byte, mimeTyp
 		mimeType = "application/octet-stream"
 	}
 	p := toolrun.CleanPath(path)
-	info, err := s.store.WriteFile(ctx, s.id, p, data, mimeType)
+	info, err := s.store.WriteFile(ctx, s.id, toolrun.FileInfo{Path: p, MimeType: mimeType, CreatedAt: fileTime(), UpdatedAt: fileTime()}, data)
 	if err == nil {
 		s.mu.Lock()
 		s.written = append(s.written, p)
@@ -464,3 +464,6 @@ func (s *State) RunCode(ctx context.Context, source string, opts *toolrun.CodeOp
 	}
 	return s.code.RunCode(ctx, source, opts)
 }
+
+// fileTime is the time a file is written at.
+func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

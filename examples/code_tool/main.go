@@ -61,7 +61,7 @@ func main() {
 	if err := store.CreateThread(ctx, &toolrun.Thread{ID: "thread-1"}); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := store.WriteFile(ctx, "thread-1", "/notes.txt", []byte("the quick brown fox jumps over the lazy dog"), "text/plain"); err != nil {
+	if _, err := store.WriteFile(ctx, "thread-1", toolrun.FileInfo{Path: "/notes.txt", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("the quick brown fox jumps over the lazy dog")); err != nil {
 		log.Fatal(err)
 	}
 	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: store})
@@ -87,3 +87,6 @@ export default function main(): { words: number } {
 func jsonArgs(description, code string) string {
 	return toolrun.JSON(RunArgs{Description: description, Code: code}).Result
 }
+
+// fileTime is the time the example's file is written at.
+func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

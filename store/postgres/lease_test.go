@@ -130,7 +130,7 @@ func TestLeaseTakeoverFencesStaleOwner(t *testing.T) {
 		t.Fatalf("new owner's write: %v", err)
 	}
 	// Every kind of late write by A is refused.
-	_, writeErr := a.WriteFile(ctx, thread, "/f", []byte("x"), "text/plain")
+	_, writeErr := a.WriteFile(ctx, thread, toolrun.FileInfo{Path: "/f", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("x"))
 	late := map[string]error{
 		"AppendMessages": a.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "late a"},
 			&toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "late result"}),
@@ -342,3 +342,5 @@ func TestLockThread(t *testing.T) {
 		t.Errorf("acquire after release: %v", err)
 	}
 }
+
+func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

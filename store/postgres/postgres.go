@@ -871,16 +871,17 @@ func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
 // ---- files ----
 
 // WriteFile implements toolrun.FileStore.
-func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
+func (s *Store) WriteFile(ctx context.Context, threadID string, f toolrun.FileInfo, data []byte) (toolrun.FileInfo, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: now()}
+	path, mimeType := f.Path, f.MimeType
+	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: f.UpdatedAt}
 	err := s.writeQuery(ctx, threadID, `INSERT INTO files AS f (thread_id, path, mime_type, size, created_at, updated_at, data)
-		VALUES ($1, $2, $3, $4, $5, $5, $6)
+		VALUES ($1, $2, $3, $4, $7, $5, $6)
 		ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = EXCLUDED.mime_type, size = EXCLUDED.size,
 			updated_at = EXCLUDED.updated_at, data = EXCLUDED.data
-		RETURNING f.created_at`, []any{threadID, path, mimeType, info.Size, info.UpdatedAt, data},
+		RETURNING f.created_at`, []any{threadID, path, mimeType, info.Size, info.UpdatedAt, data, f.CreatedAt},
 		func(r pgx.Rows) error { return r.Scan(&info.CreatedAt) })
 	if err != nil {
 		return toolrun.FileInfo{}, fmt.Errorf("postgres: write file %q of thread %q: %w", path, threadID, err)

@@ -1075,11 +1075,12 @@ func (s *Store) ReencryptSecrets(ctx context.Context) (int, error) {
 // ---- files ----
 
 // WriteFile implements toolrun.FileStore.
-func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
+func (s *Store) WriteFile(ctx context.Context, threadID string, f toolrun.FileInfo, data []byte) (toolrun.FileInfo, error) {
 	if data == nil {
 		data = []byte{}
 	}
-	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: now()}
+	path, mimeType := f.Path, f.MimeType
+	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: f.UpdatedAt}
 	err := s.write(ctx, func() error {
 		var created int64
 		err := s.execRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
@@ -1087,7 +1088,7 @@ func (s *Store) WriteFile(ctx context.Context, threadID, path string, data []byt
 			ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = excluded.mime_type, size = excluded.size,
 				updated_at = excluded.updated_at, data = excluded.data
 			RETURNING created_at`,
-			threadID, path, mimeType, info.Size, micros(info.UpdatedAt), micros(info.UpdatedAt), data).Scan(&created)
+			threadID, path, mimeType, info.Size, micros(f.CreatedAt), micros(info.UpdatedAt), data).Scan(&created)
 		info.CreatedAt = fromMicros(created)
 		return err
 	})

@@ -974,7 +974,7 @@ func caseFilesWriteRead(e *env) {
 	}
 	before := time.Now().Add(-time.Second)
 	for _, f := range files {
-		info, err := st.WriteFile(e.ctx, thread, f.path, f.data, f.mime)
+		info, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: f.path, MimeType: f.mime, CreatedAt: fileTime(), UpdatedAt: fileTime()}, f.data)
 		e.must(err, "WriteFile(%s)", f.path)
 		if info.Path != f.path || info.MimeType != f.mime || info.Size != int64(len(f.data)) {
 			e.Errorf("WriteFile(%s) info = %+v", f.path, info)
@@ -1004,7 +1004,7 @@ func caseFilesWriteRead(e *env) {
 	}
 	// Data passed in and handed out is not shared with the store.
 	src := []byte("original")
-	_, err := st.WriteFile(e.ctx, thread, "/alias", src, "text/plain")
+	_, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: "/alias", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, src)
 	e.must(err, "WriteFile")
 	copy(src, "CHANGED!")
 	data, _, err := st.ReadFile(e.ctx, thread, "/alias")
@@ -1026,10 +1026,10 @@ func caseFilesWriteRead(e *env) {
 func caseFilesReplace(e *env) {
 	st := e.newStore()
 	thread := e.newThread(st)
-	first, err := st.WriteFile(e.ctx, thread, "/report.md", []byte("# draft"), "text/markdown")
+	first, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: "/report.md", MimeType: "text/markdown", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("# draft"))
 	e.must(err, "WriteFile")
 	time.Sleep(5 * time.Millisecond)
-	second, err := st.WriteFile(e.ctx, thread, "/report.md", []byte(`{"final":true}`), "application/json")
+	second, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: "/report.md", MimeType: "application/json", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte(`{"final":true}`))
 	e.must(err, "WriteFile (replace)")
 	if !second.CreatedAt.Equal(first.CreatedAt) {
 		e.Errorf("replacing a file changed CreatedAt from %v to %v", first.CreatedAt, second.CreatedAt)
@@ -1058,11 +1058,11 @@ func caseFilesList(e *env) {
 		"/a_b/c", "/aXb/c", "/a%b/c", "/Z", "/a", "/docs/sub/Zeta", "/docs/é",
 	}
 	for _, p := range paths {
-		_, err := st.WriteFile(e.ctx, thread, p, []byte(p), "text/plain")
+		_, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: p, MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte(p))
 		e.must(err, "WriteFile(%s)", p)
 	}
 	other := e.newThread(st)
-	_, err := st.WriteFile(e.ctx, other, "/docs/other-thread", []byte("x"), "text/plain")
+	_, err := st.WriteFile(e.ctx, other, toolrun.FileInfo{Path: "/docs/other-thread", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("x"))
 	e.must(err, "WriteFile on another thread")
 
 	sorted := slices.Clone(paths)
@@ -1109,7 +1109,7 @@ func caseFilesDelete(e *env) {
 	st := e.newStore()
 	thread := e.newThread(st)
 	for _, p := range []string{"/a/x", "/a/y"} {
-		_, err := st.WriteFile(e.ctx, thread, p, []byte("data"), "text/plain")
+		_, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: p, MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("data"))
 		e.must(err, "WriteFile")
 	}
 	e.must(st.DeleteFile(e.ctx, thread, "/a/x"), "DeleteFile")
@@ -1269,7 +1269,7 @@ func caseLarge(e *env) {
 	}
 	data := make([]byte, n)
 	_, _ = rand.Read(data)
-	info, err := st.WriteFile(e.ctx, thread, "/big.bin", data, "application/octet-stream")
+	info, err := st.WriteFile(e.ctx, thread, toolrun.FileInfo{Path: "/big.bin", MimeType: "application/octet-stream", CreatedAt: fileTime(), UpdatedAt: fileTime()}, data)
 	e.must(err, "write a %d-byte file", n)
 	if info.Size != int64(n) {
 		e.Errorf("large file Size = %d, want %d", info.Size, n)
@@ -1318,7 +1318,7 @@ func caseUnicode(e *env) {
 	if v, err := st.GetEnv(e.ctx, toolrun.ScopeThread, id, "ÜBER_名前"); err != nil || v != ev {
 		e.Errorf("unicode env = %+v, %v", v, err)
 	}
-	_, err = st.WriteFile(e.ctx, id, "/données/日本.txt", []byte("テキスト"), "text/plain; charset=utf-8")
+	_, err = st.WriteFile(e.ctx, id, toolrun.FileInfo{Path: "/données/日本.txt", MimeType: "text/plain; charset=utf-8", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("テキスト"))
 	e.must(err, "write file")
 	data, info, err := st.ReadFile(e.ctx, id, "/données/日本.txt")
 	if err != nil || string(data) != "テキスト" || info.Path != "/données/日本.txt" {
@@ -1350,7 +1350,7 @@ func caseReopen(e *env) {
 	ev := toolrun.EnvValue{Value: "s3cret", Type: toolrun.VarSecret}
 	e.must(st.SetEnv(e.ctx, toolrun.ScopeThread, th.ID, "KEY", ev), "set env")
 	e.must(st.SetEnv(e.ctx, toolrun.ScopeUser, "user-42", "KEY", ev), "set user env")
-	finfo, err := st.WriteFile(e.ctx, th.ID, "/f.bin", allBytes(), "application/octet-stream")
+	finfo, err := st.WriteFile(e.ctx, th.ID, toolrun.FileInfo{Path: "/f.bin", MimeType: "application/octet-stream", CreatedAt: fileTime(), UpdatedAt: fileTime()}, allBytes())
 	e.must(err, "write file")
 	child := sampleChild(th.ID, "ref-1")
 	e.must(st.PutChild(e.ctx, child), "put child")
@@ -1400,3 +1400,7 @@ func caseReopen(e *env) {
 	}
 	e.wantErr(st.AppendMessages(e.ctx, th.ID, toolMsg("call_1", "again")), toolrun.ErrDuplicateToolResult, "duplicate tool result after reopen")
 }
+
+// fileTime is the time a case writes a file at, as a caller's front layer
+// would stamp it.
+func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

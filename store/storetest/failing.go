@@ -145,11 +145,11 @@ func (f *FailingStore) DeleteEnv(ctx context.Context, scope toolrun.EnvScope, ow
 }
 
 // WriteFile implements toolrun.FileStore.
-func (f *FailingStore) WriteFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
+func (f *FailingStore) WriteFile(ctx context.Context, threadID string, fi toolrun.FileInfo, data []byte) (toolrun.FileInfo, error) {
 	if err := f.check(OpWriteFile); err != nil {
 		return toolrun.FileInfo{}, err
 	}
-	return f.Store.WriteFile(ctx, threadID, path, data, mimeType)
+	return f.Store.WriteFile(ctx, threadID, fi, data)
 }
 
 // DeleteFile implements toolrun.FileStore.

@@ -139,7 +139,7 @@ func TestFailingStoreStickyAndMatch(t *testing.T) {
 			t.Errorf("append %d: got %v, want ErrInjected", i+2, err)
 		}
 	}
-	if _, err := fs.WriteFile(ctx, "t", "/f", []byte("x"), "text/plain"); err != nil {
+	if _, err := fs.WriteFile(ctx, "t", toolrun.FileInfo{Path: "/f", MimeType: "text/plain"}, []byte("x")); err != nil {
 		t.Errorf("an unmatched write failed: %v", err)
 	}
 	if fs.Writes() != 4 || fs.Failures() != 3 {

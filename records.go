@@ -1,0 +1,77 @@
+package toolrun
+
+import (
+	"context"
+	"time"
+)
+
+// records is the front of a Store: a record gets its id, its timestamps and
+// its defaults here, before the store sees it, as database/sql and
+// go-cloud's portable types fill in what a driver then only keeps. A Store
+// therefore stores records as given. Reads go to the store unchanged.
+//
+// Every write of the executor and the runtime goes through records.
+type records struct {
+	Store
+}
+
+// recordTime is the time written on records: UTC, to the microsecond (what
+// every store keeps).
+func recordTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// AppendMessages gives each message an id, its thread and a creation time
+// when it has none, then appends them.
+func (r records) AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error {
+	var now time.Time
+	for _, m := range msgs {
+		if m.ID == "" {
+			m.ID = newID("msg")
+		}
+		m.ThreadID = threadID
+		if m.CreatedAt.IsZero() {
+			if now.IsZero() {
+				now = recordTime()
+			}
+			m.CreatedAt = now
+		}
+	}
+	return r.Store.AppendMessages(ctx, threadID, msgs...)
+}
+
+// CreateThread gives the thread an id and a creation time when it has none.
+func (r records) CreateThread(ctx context.Context, t *Thread) error {
+	if t.ID == "" {
+		t.ID = newID("thread")
+	}
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = recordTime()
+	}
+	return r.Store.CreateThread(ctx, t)
+}
+
+// PutChild stamps the entry: created now when it has no creation time,
+// updated now.
+func (r records) PutChild(ctx context.Context, e ChildEntry) error {
+	now := recordTime()
+	if e.CreatedAt.IsZero() {
+		e.CreatedAt = now
+	}
+	e.UpdatedAt = now
+	return r.Store.PutChild(ctx, e)
+}
+
+// SetEnv stores v with its type defaulted to secret.
+func (r records) SetEnv(ctx context.Context, scope EnvScope, ownerID, name string, v EnvValue) error {
+	v.Type = typeOr(v.Type)
+	return r.Store.SetEnv(ctx, scope, ownerID, name, v)
+}
+
+// writeFile writes a thread file now, its MIME type defaulted to
+// application/octet-stream.
+func (r records) writeFile(ctx context.Context, threadID, path string, data []byte, mimeType string) (FileInfo, error) {
+	if mimeType == "" {
+		mimeType = "application/octet-stream"
+	}
+	now := recordTime()
+	return r.Store.WriteFile(ctx, threadID, FileInfo{Path: path, MimeType: mimeType, CreatedAt: now, UpdatedAt: now}, data)
+}
