@@ -266,9 +266,17 @@ func isIdentifier(s string) bool {
 func Clone(v any) any {
 	var c cloner
 	out := c.copy(v)
-	for len(c.work) > 0 {
-		job := c.work[len(c.work)-1]
-		c.work = c.work[:len(c.work)-1]
+	for {
+		var job cloneJob
+		switch {
+		case c.one.src != nil:
+			job, c.one = c.one, cloneJob{}
+		case len(c.work) > 0:
+			job = c.work[len(c.work)-1]
+			c.work = c.work[:len(c.work)-1]
+		default:
+			return out
+		}
 		switch src := job.src.(type) {
 		case map[string]any:
 			dst := job.dst.(map[string]any)
@@ -282,12 +290,14 @@ func Clone(v any) any {
 			}
 		}
 	}
-	return out
 }
 
 // cloner copies a tree without recursion: copy makes an empty copy of a
 // container and queues it to be filled.
 type cloner struct {
+	// The containers still to fill: one, then work; a tree with a single
+	// container needs no slice.
+	one  cloneJob
 	work []cloneJob
 	// The copies made so far, by original: the first one in firstKey and
 	// firstDst, so that a tree with one container needs no map.
@@ -344,7 +354,11 @@ func (c *cloner) copy(v any) any {
 	default:
 		c.seen[key] = dst
 	}
-	c.work = append(c.work, cloneJob{v, dst})
+	if c.one.src == nil {
+		c.one = cloneJob{v, dst}
+	} else {
+		c.work = append(c.work, cloneJob{v, dst})
+	}
 	return dst
 }
 
