@@ -230,7 +230,8 @@ func NewPerThread(opts *Options, script func(threadID string) []*Response) *Prov
 // respond is called once per request, when the Stream sequence is
 // iterated, with the Stream context and the request. It is called from
 // several goroutines at once when requests overlap, so it must be safe for
-// concurrent use. The Provider does not copy the response respond returns
+// concurrent use, and must treat the request, which is the caller's, as
+// read-only. The Provider does not copy the response respond returns
 // and only reads it, so respond may return one Response to many requests
 // at once, provided nothing changes it meanwhile. A nil response fails the
 // request with a *toolrun.ProviderError with code "invalid_request".
@@ -421,6 +422,7 @@ func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[t
 			yield(toolrun.Chunk{}, err)
 			return
 		}
+		req := req
 		if req == nil {
 			req = &toolrun.Request{}
 		}
@@ -428,7 +430,7 @@ func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[t
 		if p.keep {
 			kept = cloneRequest(req)
 		}
-		s := streamer{ctx: ctx, yield: yield, p: p}
+		s := streamer{p: p}
 		var err error
 		switch p.mode {
 		case modeFixed:
@@ -450,7 +452,7 @@ func (p *Provider) Stream(ctx context.Context, req *toolrun.Request) iter.Seq2[t
 			yield(toolrun.Chunk{}, err)
 			return
 		}
-		s.run(req)
+		s.run(ctx, yield, req)
 	}
 }
 
@@ -551,11 +553,12 @@ func appendClones(dst, responses []*Response) []*Response {
 	return dst
 }
 
+// streamer streams one response. The context and the yield function are
+// passed to each method rather than held, so that the compiler can see
+// that yield is only called and need not move it to the heap.
 type streamer struct {
-	ctx   context.Context
-	yield func(toolrun.Chunk, error) bool
-	p     *Provider
-	resp  *Response
+	p    *Provider
+	resp *Response
 	// index is the response's position in its script, thread the thread
 	// of a per-thread script; they name the request in Check failures.
 	index     int
@@ -564,16 +567,16 @@ type streamer struct {
 }
 
 // emit yields c unless ctx is cancelled; it reports whether to go on.
-func (s *streamer) emit(c toolrun.Chunk) bool {
-	if err := s.ctx.Err(); err != nil {
-		s.yield(toolrun.Chunk{}, err)
+func (s *streamer) emit(ctx context.Context, yield func(toolrun.Chunk, error) bool, c toolrun.Chunk) bool {
+	if err := ctx.Err(); err != nil {
+		yield(toolrun.Chunk{}, err)
 		return false
 	}
-	return s.yield(c, nil)
+	return yield(c, nil)
 }
 
 // sleep waits d; on cancellation it yields ctx's error and reports false.
-func (s *streamer) sleep(d time.Duration) bool {
+func (s *streamer) sleep(ctx context.Context, yield func(toolrun.Chunk, error) bool, d time.Duration) bool {
 	if d <= 0 {
 		return true
 	}
@@ -582,8 +585,8 @@ func (s *streamer) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-s.ctx.Done():
-		s.yield(toolrun.Chunk{}, s.ctx.Err())
+	case <-ctx.Done():
+		yield(toolrun.Chunk{}, ctx.Err())
 		return false
 	}
 }
@@ -606,9 +609,9 @@ func (s *streamer) chunkDelay() time.Duration {
 // is not positive), each a copy of c carrying the piece in Text or, for
 // argument deltas, in ToolCall.Arguments; it waits the chunk delay between
 // pieces.
-func (s *streamer) deltas(c toolrun.Chunk, text string, size int) bool {
+func (s *streamer) deltas(ctx context.Context, yield func(toolrun.Chunk, error) bool, c toolrun.Chunk, text string, size int) bool {
 	for first := true; first || text != ""; first = false {
-		if !first && !s.sleep(s.chunkDelay()) {
+		if !first && !s.sleep(ctx, yield, s.chunkDelay()) {
 			return false
 		}
 		var piece string
@@ -618,7 +621,7 @@ func (s *streamer) deltas(c toolrun.Chunk, text string, size int) bool {
 		} else {
 			c.Text = piece
 		}
-		if !s.emit(c) {
+		if !s.emit(ctx, yield, c) {
 			return false
 		}
 	}
@@ -627,13 +630,13 @@ func (s *streamer) deltas(c toolrun.Chunk, text string, size int) bool {
 
 // fragments emits each fragment as an argument delta, a copy of c, waiting
 // the chunk delay between them.
-func (s *streamer) fragments(c toolrun.Chunk, fragments []string) bool {
+func (s *streamer) fragments(ctx context.Context, yield func(toolrun.Chunk, error) bool, c toolrun.Chunk, fragments []string) bool {
 	for i, f := range fragments {
-		if i > 0 && !s.sleep(s.chunkDelay()) {
+		if i > 0 && !s.sleep(ctx, yield, s.chunkDelay()) {
 			return false
 		}
 		c.ToolCall.Arguments = f
-		if !s.emit(c) {
+		if !s.emit(ctx, yield, c) {
 			return false
 		}
 	}
@@ -656,29 +659,29 @@ func (s *streamer) checkFailed(err error) error {
 	}
 }
 
-func (s *streamer) run(req *toolrun.Request) {
+func (s *streamer) run(ctx context.Context, yield func(toolrun.Chunk, error) bool, req *toolrun.Request) {
 	r := s.resp
 	inChars := inputChars(req)
 	if r.Check != nil {
 		if err := r.Check(cloneRequest(req)); err != nil {
-			s.yield(toolrun.Chunk{}, s.checkFailed(err))
+			yield(toolrun.Chunk{}, s.checkFailed(err))
 			return
 		}
 	}
 	if r.Gate != nil {
-		if err := r.Gate(s.ctx); err != nil {
-			s.yield(toolrun.Chunk{}, err)
+		if err := r.Gate(ctx); err != nil {
+			yield(toolrun.Chunk{}, err)
 			return
 		}
 	}
-	if !s.sleep(r.Delay) {
+	if !s.sleep(ctx, yield, r.Delay) {
 		return
 	}
 	size := s.chunkSize()
-	if r.Text != "" && !s.deltas(toolrun.Chunk{Type: toolrun.ChunkText}, r.Text, size) {
+	if r.Text != "" && !s.deltas(ctx, yield, toolrun.Chunk{Type: toolrun.ChunkText}, r.Text, size) {
 		return
 	}
-	if r.Reasoning != "" && !s.deltas(toolrun.Chunk{Type: toolrun.ChunkReasoning}, r.Reasoning, size) {
+	if r.Reasoning != "" && !s.deltas(ctx, yield, toolrun.Chunk{Type: toolrun.ChunkReasoning}, r.Reasoning, size) {
 		return
 	}
 	var argChars int
@@ -688,7 +691,7 @@ func (s *streamer) run(req *toolrun.Request) {
 			id = s.p.newCallID()
 		}
 		c := toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: i, ToolCall: toolrun.ToolCall{ID: id, Name: tc.Name}}
-		if !s.emit(c) {
+		if !s.emit(ctx, yield, c) {
 			return
 		}
 		args := tc.arguments()
@@ -696,16 +699,16 @@ func (s *streamer) run(req *toolrun.Request) {
 		c.Type = toolrun.ChunkToolCallDelta
 		switch {
 		case len(tc.Fragments) > 0:
-			if !s.fragments(c, tc.Fragments) {
+			if !s.fragments(ctx, yield, c, tc.Fragments) {
 				return
 			}
 		case size > 0 && args != "":
-			if !s.deltas(c, args, size) {
+			if !s.deltas(ctx, yield, c, args, size) {
 				return
 			}
 		}
 		c.Type, c.ToolCall.Arguments = toolrun.ChunkToolCall, args
-		if !s.emit(c) {
+		if !s.emit(ctx, yield, c) {
 			return
 		}
 	}
@@ -715,14 +718,14 @@ func (s *streamer) run(req *toolrun.Request) {
 		if e.Code == "" {
 			e.Code = "unknown"
 		}
-		s.yield(toolrun.Chunk{}, &e)
+		yield(toolrun.Chunk{}, &e)
 		return
 	}
 	for i, pt := range r.ProviderTools {
 		if pt.Metadata != nil {
 			pt.Metadata = cloneMap(pt.Metadata)
 		}
-		if !s.emit(toolrun.Chunk{Type: toolrun.ChunkProviderTool, Index: i, ProviderTool: &pt}) {
+		if !s.emit(ctx, yield, toolrun.Chunk{Type: toolrun.ChunkProviderTool, Index: i, ProviderTool: &pt}) {
 			return
 		}
 	}
@@ -736,7 +739,7 @@ func (s *streamer) run(req *toolrun.Request) {
 			ReasoningTokens: tokens(utf8.RuneCountInString(r.Reasoning)),
 		}
 	}
-	if !s.emit(toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: &u}) {
+	if !s.emit(ctx, yield, toolrun.Chunk{Type: toolrun.ChunkUsage, Usage: &u}) {
 		return
 	}
 	finish := r.FinishReason
@@ -746,7 +749,7 @@ func (s *streamer) run(req *toolrun.Request) {
 			finish = "tool_calls"
 		}
 	}
-	s.emit(toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: finish})
+	s.emit(ctx, yield, toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: finish})
 }
 
 func (p *Provider) newCallID() string {

@@ -62,47 +62,52 @@ func shape(chunks []toolrun.Chunk) string {
 
 var callID = regexp.MustCompile(`^call_[0-9a-f]{8}$`)
 
+// responseRequest is the request responseCases are streamed for.
+var responseRequest = &toolrun.Request{System: "12345678", Messages: []toolrun.Message{{Role: toolrun.RoleUser, Content: "1234"}}}
+
+// responseCases are responses and how they stream for responseRequest.
+// They are shared by tests, which only read them.
+var responseCases = []struct {
+	name string
+	resp *Response
+	want string
+}{
+	{"text", Text("hello"), "text(hello) usage(3/2/0) finish(stop)"},
+	{"empty text", Text(""), "usage(3/0/0) finish(stop)"},
+	{"reasoning", Reasoning("answer", "think"), "text(answer) reasoning(think) usage(3/3/2) finish(stop)"},
+	{"call", Calls(Call("get_issue", map[string]any{"number": 1})),
+		`start0(get_issue) call0(get_issue {"number":1}) usage(3/6/0) finish(tool_calls)`},
+	{"call nil args", Calls(Call("ping", nil)), `start0(ping) call0(ping {}) usage(3/2/0) finish(tool_calls)`},
+	{"call struct args", Calls(Call("f", struct {
+		A string `json:"a"`
+	}{"x"})), `start0(f) call0(f {"a":"x"}) usage(3/3/0) finish(tool_calls)`},
+	{"raw call", Calls(RawCall("f", `{"a":`)), `start0(f) call0(f {"a":) usage(3/2/0) finish(tool_calls)`},
+	{"raw message", Calls(Call("f", json.RawMessage(`{"b": 2}`))), `start0(f) call0(f {"b":2}) usage(3/2/0) finish(tool_calls)`},
+	{"calls with content", Calls(Call("a", nil), Call("b", nil)).WithText("Let me check."),
+		`text(Let me check.) start0(a) call0(a {}) start1(b) call1(b {}) usage(3/5/0) finish(tool_calls)`},
+	{"fragments", Fragments("write_file", `{"description":"writ`, `ing a.txt","content":"...`),
+		`start0(write_file) delta0({"description":"writ) delta0(ing a.txt","content":"...) call0(write_file {"description":"writing a.txt","content":"...) usage(3/14/0) finish(tool_calls)`},
+	{"fragment call among calls", Calls(Call("a", nil), FragmentCall("b", `{"x"`, `:1}`)),
+		`start0(a) call0(a {}) start1(b) delta1({"x") delta1(:1}) call1(b {"x":1}) usage(3/3/0) finish(tool_calls)`},
+	{"fragments ignore arguments", Calls(ToolCall{Name: "f", Arguments: "ignored", Fragments: []string{"{}"}}),
+		`start0(f) delta0({}) call0(f {}) usage(3/1/0) finish(tool_calls)`},
+	{"chunked text", Text("abcdefg").WithChunks(3, 0), "text(abc) text(def) text(g) usage(3/2/0) finish(stop)"},
+	{"chunked runes", Text("äöüß").WithChunks(3, 0), "text(äöü) text(ß) usage(3/1/0) finish(stop)"},
+	{"chunked args", Calls(RawCall("f", `{"a":"bc"}`)).WithChunks(4, 0),
+		`start0(f) delta0({"a") delta0(:"bc) delta0("}) call0(f {"a":"bc"}) usage(3/3/0) finish(tool_calls)`},
+	{"chunked reasoning", Reasoning("", "abcd").WithChunks(2, 0), "reasoning(ab) reasoning(cd) usage(3/1/1) finish(stop)"},
+	{"provider tools", Text("found").WithProviderTools(toolrun.ProviderToolCall{ID: "ws1", Name: "web_search", Status: "completed", Result: "r"}),
+		"text(found) provider_tool(web_search) usage(3/2/0) finish(stop)"},
+	{"usage given", Text("x").WithUsage(toolrun.Usage{InputTokens: 10, OutputTokens: 20, ReasoningTokens: 5}), "text(x) usage(10/20/5) finish(stop)"},
+	{"finish override", Text("cut").WithFinish("length"), "text(cut) usage(3/1/0) finish(length)"},
+	{"literal", &Response{Text: "t", ToolCalls: []ToolCall{{ID: "c1", Name: "n", Arguments: "{}"}}}, "text(t) start0(n) call0(n {}) usage(3/1/0) finish(tool_calls)"},
+}
+
 func TestResponses(t *testing.T) {
-	req := &toolrun.Request{System: "12345678", Messages: []toolrun.Message{{Role: toolrun.RoleUser, Content: "1234"}}}
-	tests := []struct {
-		name string
-		resp *Response
-		want string
-	}{
-		{"text", Text("hello"), "text(hello) usage(3/2/0) finish(stop)"},
-		{"empty text", Text(""), "usage(3/0/0) finish(stop)"},
-		{"reasoning", Reasoning("answer", "think"), "text(answer) reasoning(think) usage(3/3/2) finish(stop)"},
-		{"call", Calls(Call("get_issue", map[string]any{"number": 1})),
-			`start0(get_issue) call0(get_issue {"number":1}) usage(3/6/0) finish(tool_calls)`},
-		{"call nil args", Calls(Call("ping", nil)), `start0(ping) call0(ping {}) usage(3/2/0) finish(tool_calls)`},
-		{"call struct args", Calls(Call("f", struct {
-			A string `json:"a"`
-		}{"x"})), `start0(f) call0(f {"a":"x"}) usage(3/3/0) finish(tool_calls)`},
-		{"raw call", Calls(RawCall("f", `{"a":`)), `start0(f) call0(f {"a":) usage(3/2/0) finish(tool_calls)`},
-		{"raw message", Calls(Call("f", json.RawMessage(`{"b": 2}`))), `start0(f) call0(f {"b":2}) usage(3/2/0) finish(tool_calls)`},
-		{"calls with content", Calls(Call("a", nil), Call("b", nil)).WithText("Let me check."),
-			`text(Let me check.) start0(a) call0(a {}) start1(b) call1(b {}) usage(3/5/0) finish(tool_calls)`},
-		{"fragments", Fragments("write_file", `{"description":"writ`, `ing a.txt","content":"...`),
-			`start0(write_file) delta0({"description":"writ) delta0(ing a.txt","content":"...) call0(write_file {"description":"writing a.txt","content":"...) usage(3/14/0) finish(tool_calls)`},
-		{"fragment call among calls", Calls(Call("a", nil), FragmentCall("b", `{"x"`, `:1}`)),
-			`start0(a) call0(a {}) start1(b) delta1({"x") delta1(:1}) call1(b {"x":1}) usage(3/3/0) finish(tool_calls)`},
-		{"fragments ignore arguments", Calls(ToolCall{Name: "f", Arguments: "ignored", Fragments: []string{"{}"}}),
-			`start0(f) delta0({}) call0(f {}) usage(3/1/0) finish(tool_calls)`},
-		{"chunked text", Text("abcdefg").WithChunks(3, 0), "text(abc) text(def) text(g) usage(3/2/0) finish(stop)"},
-		{"chunked runes", Text("äöüß").WithChunks(3, 0), "text(äöü) text(ß) usage(3/1/0) finish(stop)"},
-		{"chunked args", Calls(RawCall("f", `{"a":"bc"}`)).WithChunks(4, 0),
-			`start0(f) delta0({"a") delta0(:"bc) delta0("}) call0(f {"a":"bc"}) usage(3/3/0) finish(tool_calls)`},
-		{"chunked reasoning", Reasoning("", "abcd").WithChunks(2, 0), "reasoning(ab) reasoning(cd) usage(3/1/1) finish(stop)"},
-		{"provider tools", Text("found").WithProviderTools(toolrun.ProviderToolCall{ID: "ws1", Name: "web_search", Status: "completed", Result: "r"}),
-			"text(found) provider_tool(web_search) usage(3/2/0) finish(stop)"},
-		{"usage given", Text("x").WithUsage(toolrun.Usage{InputTokens: 10, OutputTokens: 20, ReasoningTokens: 5}), "text(x) usage(10/20/5) finish(stop)"},
-		{"finish override", Text("cut").WithFinish("length"), "text(cut) usage(3/1/0) finish(length)"},
-		{"literal", &Response{Text: "t", ToolCalls: []ToolCall{{ID: "c1", Name: "n", Arguments: "{}"}}}, "text(t) start0(n) call0(n {}) usage(3/1/0) finish(tool_calls)"},
-	}
-	for _, tt := range tests {
+	for _, tt := range responseCases {
 		t.Run(tt.name, func(t *testing.T) {
 			p := New(tt.resp)
-			chunks, err := stream(t, p, req)
+			chunks, err := stream(t, p, responseRequest)
 			if err != nil {
 				t.Fatal(err)
 			}
