@@ -299,11 +299,16 @@ type cloner struct {
 	// container needs no slice.
 	one  cloneJob
 	work []cloneJob
-	// The copies made so far, by original: the first one in firstKey and
-	// firstDst, so that a tree with one container needs no map.
-	firstKey cloneKey
-	firstDst any
-	seen     map[cloneKey]any
+	// The copies made so far, by original: the first few in few, so that
+	// a small tree needs no map, the others in seen.
+	few  [8]cloneMade
+	nfew int
+	seen map[cloneKey]any
+}
+
+type cloneMade struct {
+	key cloneKey
+	dst any
 }
 
 type cloneJob struct{ src, dst any }
@@ -346,17 +351,22 @@ func (c *cloner) copy(v any) any {
 	default:
 		return v
 	}
-	switch {
-	case c.firstDst == nil:
-		c.firstKey, c.firstDst = key, dst
-	case c.seen == nil:
-		c.seen = map[cloneKey]any{key: dst}
-	default:
+	if c.nfew < len(c.few) {
+		c.few[c.nfew] = cloneMade{key, dst}
+		c.nfew++
+	} else {
+		if c.seen == nil {
+			c.seen = map[cloneKey]any{}
+		}
 		c.seen[key] = dst
 	}
-	if c.one.src == nil {
+	switch {
+	case c.one.src == nil:
 		c.one = cloneJob{v, dst}
-	} else {
+	case c.work == nil:
+		c.work = make([]cloneJob, 1, 16)
+		c.work[0] = cloneJob{v, dst}
+	default:
 		c.work = append(c.work, cloneJob{v, dst})
 	}
 	return dst
@@ -364,8 +374,10 @@ func (c *cloner) copy(v any) any {
 
 // made returns the copy already made of the container key.
 func (c *cloner) made(key cloneKey) (any, bool) {
-	if c.firstDst != nil && c.firstKey == key {
-		return c.firstDst, true
+	for _, m := range c.few[:c.nfew] {
+		if m.key == key {
+			return m.dst, true
+		}
 	}
 	d, ok := c.seen[key]
 	return d, ok

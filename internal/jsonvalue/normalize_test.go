@@ -134,6 +134,10 @@ type textKey struct{ A, B string }
 
 func (k textKey) MarshalText() ([]byte, error) { return []byte(k.A + "-" + k.B), nil }
 
+type textIntKey int
+
+func (k textIntKey) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "#%d", int(k)), nil }
+
 type ptrText struct{ S string }
 
 func (p *ptrText) MarshalText() ([]byte, error) { return []byte("text:" + p.S), nil }
@@ -263,11 +267,12 @@ func differentialValues() map[string]any {
 			json.Number(""),
 		},
 		"maps": map[string]any{
-			"ints":      map[int64]float64{math.MinInt64: 1},
-			"text keys": map[textKey]string{{"x", "y"}: "v"},
-			"bad utf8":  map[string]int{"\xff": 1, "\xfe": 2, "ok": 3},
-			"nested":    map[string]map[string][]int{"a": {"b": {1, 2}}},
-			"ptr text":  map[string]*ptrText{"k": {"v"}, "nil": nil},
+			"ints":          map[int64]float64{math.MinInt64: 1},
+			"text keys":     map[textKey]string{{"x", "y"}: "v"},
+			"int text keys": map[textIntKey]string{7: "v"},
+			"bad utf8":      map[string]int{"\xff": 1, "\xfe": 2, "ok": 3},
+			"nested":        map[string]map[string][]int{"a": {"b": {1, 2}}},
+			"ptr text":      map[string]*ptrText{"k": {"v"}, "nil": nil},
 		},
 		"slices": []any{[]string{"a"}, []*int{&n, nil}, [][]byte{[]byte("x"), nil}, [0]int{}, []any{}},
 		"raw":    []json.RawMessage{json.RawMessage(`{"a":1e300, "b": [true, null], "c": "\ud800"}`), nil},

@@ -368,16 +368,17 @@ func (w *walker) mapValue(v reflect.Value, depth int) (any, *failure) {
 	}
 	t := v.Type()
 	kt := t.Key()
-	keyText := false
+	// As encoding/json: string keys as they are, then MarshalText, then
+	// integers in decimal.
+	keyText := kt.Kind() != reflect.String && kt.Implements(textMarshalerType)
 	switch kt.Kind() {
 	case reflect.String,
 		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 	default:
-		if !kt.Implements(textMarshalerType) {
+		if !keyText {
 			return nil, fail(ErrKey, "map key type "+kt.String()+" cannot be encoded as JSON (object keys are strings; use string, integer or encoding.TextMarshaler keys)")
 		}
-		keyText = true
 	}
 	if f := w.container(depth); f != nil {
 		return nil, f
@@ -521,6 +522,9 @@ func (w *walker) marshalJSON(v reflect.Value, t reflect.Type, depth int) (any, *
 
 // decode normalises JSON text that the MarshalJSON method of t returned.
 func (w *walker) decode(b []byte, t reflect.Type, depth int) (any, *failure) {
+	if v, ok := scalar(b); ok {
+		return w.any(v, depth, 0)
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	var x any
@@ -539,6 +543,31 @@ func (w *walker) decode(b []byte, t reflect.Type, depth int) (any, *failure) {
 		return nil, f
 	}
 	return w.any(x, depth, 0)
+}
+
+// scalar reads b without a decoder when it is a literal that needs no
+// unescaping: a string without escapes, a number, true, false or null.
+// Most MarshalJSON methods (time.Time's, for one) write one of these.
+func scalar(b []byte) (any, bool) {
+	switch s := string(b); {
+	case len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"':
+		s = s[1 : len(s)-1]
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+				return nil, false
+			}
+		}
+		return s, true
+	case s == "true":
+		return true, true
+	case s == "false":
+		return false, true
+	case s == "null":
+		return nil, true
+	case isNumber(s):
+		return json.Number(s), true
+	}
+	return nil, false
 }
 
 func (w *walker) marshalText(v reflect.Value, t reflect.Type) (any, *failure) {
