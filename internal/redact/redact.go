@@ -386,7 +386,9 @@ func (r *Redactor) value(v any, up *frame, depth int) (any, bool) {
 		return r.raw(x, up, depth)
 	case json.Number:
 		if r.numeric {
-			return r.redactString(string(x))
+			if s, changed := r.redactString(string(x)); changed {
+				return s, true
+			}
 		}
 	case float64, float32, int, int64, int32, uint64, uint:
 		if r.numeric {

@@ -337,9 +337,9 @@ func TestValue(t *testing.T) {
 	if got := r.Value("tok-1234"); got != "[REDACTED:A]" {
 		t.Errorf("Value(string) = %v", got)
 	}
-	for _, v := range []any{nil, true, 3, struct{ S string }{"tok-1234"}} {
+	for _, v := range []any{nil, true, 3, json.Number("12"), 12.0, struct{ S string }{"tok-1234"}} {
 		if got := r.Value(v); !reflect.DeepEqual(got, v) {
-			t.Errorf("Value(%v) = %v, want it unchanged", v, got)
+			t.Errorf("Value(%T %v) = %T %v, want it unchanged", v, v, got, got)
 		}
 	}
 }
