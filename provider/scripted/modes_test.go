@@ -367,7 +367,7 @@ func TestFuncDeterministic(t *testing.T) {
 
 func TestModeMisuse(t *testing.T) {
 	wantPanic(t, func() { NewPerThread(nil, nil).Add(Text("x")) }, "per-thread", "AddFor")
-	wantPanic(t, func() { NewFunc(nil, func(context.Context, *toolrun.Request) *Response { return nil }).Add(Text("x")) }, "responder")
+	wantPanic(t, func() { NewFunc(nil, func(context.Context, *toolrun.Request) *Response { return nil }).Add(Text("x")) }, "responder", "no script")
 	wantPanic(t, func() { New().AddFor("t", Text("x")) }, "fixed-script", "NewPerThread")
 	// A fixed script is shared by every thread.
 	p := New(Text("a"), Text("b"))

@@ -200,8 +200,12 @@ func NewWithOptions(opts *Options, responses ...*Response) *Provider {
 // NewPerThread returns a Provider that serves each thread its own script:
 // a request is answered with the next response of the script of its
 // Request.ThreadID, and no other thread's requests move that script on.
-// opts nil means defaults; the Provider keeps no requests unless
-// opts.KeepRequests is KeepAll.
+// Every request made to this Provider for a thread takes from that
+// thread's script, including those of prompt tools that run in the
+// thread; requests of one thread that overlap (prompt tools run in
+// parallel) take its responses in the order they arrive. opts nil means
+// defaults; the Provider keeps no requests unless opts.KeepRequests is
+// KeepAll.
 //
 // script, when not nil, gives a thread's script. It is called once per
 // thread, when the thread first makes a request or is first given
@@ -264,8 +268,11 @@ func newProvider(opts *Options, m mode) *Provider {
 // Add appends responses to a fixed script. Each is copied. Add panics on
 // a Provider made by NewPerThread (use [Provider.AddFor]) or NewFunc.
 func (p *Provider) Add(responses ...*Response) {
-	if p.mode != modeFixed {
-		panic("scripted: Add on a " + p.mode.String() + " Provider; use AddFor to give a thread responses")
+	switch p.mode {
+	case modePerThread:
+		panic("scripted: Add on a per-thread Provider; use AddFor to give a thread responses")
+	case modeFunc:
+		panic("scripted: Add on a responder Provider, which has no script")
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
