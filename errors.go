@@ -33,6 +33,13 @@ var (
 	// ErrThreadTerminated is returned when work is asked of a terminated thread.
 	ErrThreadTerminated = errors.New("toolrun: thread is terminated")
 
+	// ErrUnstorable is wrapped by a store that refuses a record because of a
+	// value it cannot hold (a byte its columns refuse, a size over its
+	// limit), as opposed to failing. The executor then stores a short error
+	// result in place of the refused one, so the call is not run again, and
+	// the batch goes on.
+	ErrUnstorable = errors.New("toolrun: the store cannot hold this value")
+
 	// ErrNotDeclared is returned by ThreadState.QueueTool for a target outside
 	// the running tool's uses list. Its message names the target and the
 	// allowed tools.

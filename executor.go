@@ -16,6 +16,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolrun/toolrun/internal/jsonvalue"
+	"github.com/toolrun/toolrun/internal/redact"
 	"github.com/toolrun/toolrun/internal/safefmt"
 	"github.com/toolrun/toolrun/internal/schema"
 )
@@ -264,6 +266,12 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 // runCall runs one call of a batch and stores its result.
 func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, error) {
 	c := p.call
+	c.Name = cleanName(c.Name)
+	if c.ID != "" && !safeID(c.ID) {
+		// Ids come from models: one a store column or a provider could not
+		// hold is replaced.
+		c.ID = newID("call")
+	}
 	out := Outcome{Call: c, Queued: p.queued}
 	red := e.redactor(b)
 	digest := ""
@@ -364,7 +372,18 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	// it ran: the work happened, and losing its record would let a resumed
 	// run execute it twice.
 	if err := e.store.AppendMessages(uncancelled(ctx), b.threadID, msg); err != nil {
-		return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
+		if !errors.Is(err, ErrUnstorable) {
+			return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
+		}
+		// The store refused a value of this result: a short error result
+		// takes its place, so the call has a stored result and is never run
+		// again; only when that fails too has the store failed.
+		msg, res = refusedResult(msg, red.String(err.Error())), Result{Status: StatusError}
+		if err := e.store.AppendMessages(uncancelled(ctx), b.threadID, msg); err != nil {
+			return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
+		}
+		res = resultOf(msg)
+		e.log.WarnContext(ctx, "toolrun: the store refused a tool result; an error result was stored instead", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", msg.Content)
 	}
 	out.Result, out.Message = res, msg
 	out.Call = redactCall(out.Call, red)
@@ -372,6 +391,41 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
 	return out, nil
+}
+
+// safeID reports whether a call id is what every store and provider takes:
+// 1 to 64 letters, digits, '_', '-', '.' or ':'.
+func safeID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanName returns a tool name from a model as text every store can hold:
+// control characters and invalid UTF-8 become U+FFFD, and it is cut at 256
+// bytes. A registered name is returned as it is.
+func cleanName(name string) string {
+	if nameRE.MatchString(name) {
+		return name
+	}
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '\uFFFD'
+		}
+		return r
+	}, name)
+	if len(name) > 256 {
+		name = strings.ToValidUTF8(name[:256], "")
+	}
+	return name
 }
 
 // callDigest identifies a call by its tool and its redacted arguments, so
@@ -461,7 +515,7 @@ func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) 
 func (e *redactedError) As(target any) bool   { return errors.As(e.err, target) }
 
 func redactError(err error, red redactor) error {
-	if !red.active() {
+	if !red.Active() {
 		return err
 	}
 	msg := red.String(err.Error())
@@ -755,15 +809,12 @@ func (e *Executor) redactor(b *batch) redactor {
 	if b.redOK {
 		return b.red
 	}
-	var secrets map[string]string
+	// Every secret value of every link is redacted, also one a nearer link
+	// hides: the tool may have read it another way.
+	var secrets []redact.Secret
 	add := func(name, value string, t VarType) {
 		if typeOr(t) == VarSecret && len(value) >= redactMinLen {
-			if secrets == nil {
-				secrets = map[string]string{}
-			}
-			if _, ok := secrets[name]; !ok {
-				secrets[name] = value
-			}
+			secrets = append(secrets, redact.Secret{Name: name, Value: value})
 		}
 	}
 	for k, v := range b.env {
@@ -781,9 +832,14 @@ func (e *Executor) redactor(b *batch) redactor {
 	for k, v := range e.env {
 		add(k, v.Value, v.Type)
 	}
-	if len(secrets) > 0 {
-		b.red = newRedactor(secrets)
-	}
+	slices.SortFunc(secrets, func(a, b redact.Secret) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	secrets = slices.Compact(secrets)
+	b.red = redactors.get(secrets)
 	b.redOK = true
 	return b.red
 }
@@ -811,15 +867,16 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 	res.Stack = red.String(res.Stack)
 	res.ErrorCode = red.String(res.ErrorCode)
 	res.SubagentID = red.String(strings.TrimSpace(res.SubagentID))
-	if res.ErrorData != nil && red.active() {
-		// A JSON round trip first, so values of any Go type are reached.
-		if raw, err := json.Marshal(res.ErrorData); err == nil {
-			var generic map[string]any
-			if json.Unmarshal(raw, &generic) == nil {
-				res.ErrorData = generic
-			}
+	if res.ErrorData != nil {
+		// Values of any Go type become a JSON tree once, here: a cycle, a
+		// NaN or anything else JSON cannot hold is refused before it can
+		// crash a walker or make the store fail on every retry.
+		tree, err := jsonvalue.Normalize("error_data", res.ErrorData, nil)
+		if err != nil {
+			res = unstorableResult(res, red.String(err.Error()))
+		} else {
+			res.ErrorData, _ = red.Value(tree).(map[string]any)
 		}
-		res.ErrorData, _ = red.Value(res.ErrorData).(map[string]any)
 	}
 	var content string
 	if res.Status == StatusError {
@@ -868,6 +925,27 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		CreatedAt:   time.Now().UTC(),
 	}
 	return msg, res
+}
+
+// unstorableResult is what is stored for a result whose error_data cannot
+// be: an error result that says why, keeping the tool's own text.
+func unstorableResult(res Result, why string) Result {
+	text := "Tool result could not be stored: " + why
+	if t := strings.TrimSpace(res.Error); res.IsError() && t != "" {
+		text = t + " (its error_data could not be stored: " + why + ")"
+	} else if t := strings.TrimSpace(res.Result); t != "" {
+		text += " (the tool's result was: " + t + ")"
+	}
+	res.Status, res.Error, res.Result, res.ErrorData, res.ErrorCode = StatusError, text, "", nil, "invalid_result"
+	return res
+}
+
+// refusedResult is the message stored in place of one the store refused.
+func refusedResult(m *Message, why string) *Message {
+	return &Message{ID: m.ID, ThreadID: m.ThreadID, Role: RoleTool, ToolCallID: m.ToolCallID, Name: m.Name, ToolStatus: StatusError,
+		Content: errorContent("Tool result could not be stored: " + why), ErrorCode: "unstorable_result",
+		ParentID: m.ParentID, Depth: m.Depth, Prompt: m.Prompt, Side: m.Side, CallDigest: m.CallDigest, QueuedCalls: m.QueuedCalls,
+		Queued: m.Queued, Arguments: m.Arguments, CreatedAt: m.CreatedAt}
 }
 
 // errorContent is the stored content of an error result with text text.

@@ -3,9 +3,12 @@ package toolrun_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/sqlite"
 )
 
 // The catalogue of attacks on the host from a tool or a model. Each case
@@ -155,6 +159,114 @@ func hostileCases() []hostileCase {
 			},
 		},
 		{
+			name:    "cyclic error_data",
+			attacks: "a tool returns error_data that contains itself, which overflowed the stack of the memory store's clone and the redactor",
+			holds:   "the call gets an error result naming the cycle's path, and the batch goes on",
+			child:   true,
+			run: func(t *testing.T) {
+				ex := secretExec(t, nil, fn("cyclic", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+					m := map[string]any{"a": 1}
+					m["self"] = m
+					return toolrun.Result{Status: toolrun.StatusError, Error: "failed", ErrorData: map[string]any{"inner": m}}, nil
+				}), fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+				out := run(t, ex, "t", call("1", "cyclic", ""), call("2", "next", ""))
+				require.Len(t, out, 2)
+				assert.Contains(t, out[0].Message.Content, "failed (its error_data could not be stored: error_data.inner.self")
+				assert.Contains(t, out[0].Message.Content, "cycle")
+				assert.Nil(t, out[0].Message.ErrorData)
+				assert.Equal(t, "ran", out[1].Message.Content)
+			},
+		},
+		{
+			name:    "cyclic metadata and event data",
+			attacks: "a tool injects a message whose metadata contains itself, and emits event data that contains itself",
+			holds:   "InjectMessage returns an error naming the cycle, nothing is stored for it; subscribers get a text saying why instead of the data",
+			child:   true,
+			run: func(t *testing.T) {
+				var injectErr error
+				var events []toolrun.Event
+				ex := secretExec(t, nil, fn("cyclic", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+					m := map[string]any{}
+					m["loop"] = []any{m}
+					injectErr = s.InjectMessage(ctx, toolrun.Message{Role: toolrun.RoleSystem, Content: "x", Metadata: m})
+					s.Emit("progress", m)
+					return toolrun.Text("ok"), nil
+				}))
+				ex.Subscribe("t", func(ev toolrun.Event) { events = append(events, ev) })
+				out := run(t, ex, "t", call("1", "cyclic", ""))
+				require.Error(t, injectErr)
+				assert.Contains(t, injectErr.Error(), "metadata.loop[0]")
+				require.Len(t, events, 3, "started, progress, done")
+				assert.Contains(t, events[1].Data, "event data not sent: data.loop[0]")
+				page, _ := ex.Store().ListMessages(context.Background(), "t", toolrun.MessageQuery{IncludeSilent: true})
+				assert.Equal(t, "ok", out[0].Message.Content)
+				assert.Len(t, page.Messages, 1, "the injected message was refused, not stored")
+			},
+		},
+		{
+			name:    "error_data nested a million levels",
+			attacks: "a tool returns error_data nested 10⁶ levels deep (built without recursion)",
+			holds:   "the call gets an error result saying the value is nested too deeply",
+			child:   true,
+			run: func(t *testing.T) {
+				ex := newExec(t, nil, fn("deep", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+					v := map[string]any{}
+					for range 1_000_000 {
+						v = map[string]any{"d": v}
+					}
+					return toolrun.Result{Status: toolrun.StatusError, Error: "deep", ErrorData: v}, nil
+				}))
+				out := run(t, ex, "t", call("1", "deep", ""))
+				assert.Contains(t, out[0].Message.Content, "could not be stored")
+				assert.Contains(t, out[0].Message.Content, "deep")
+			},
+		},
+		{
+			name:    "NaN in error_data on SQLite",
+			attacks: "a tool returns error_data holding NaN, which the SQLite store cannot encode, so every retry failed and ran the tool again",
+			holds:   "the result is stored as an error result saying why, Run succeeds, and a retry does not run the tool again",
+			run: func(t *testing.T) {
+				st, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
+				require.NoError(t, err)
+				defer st.Close()
+				runs := 0
+				tool := fn("score", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+					runs++
+					return toolrun.Result{Status: toolrun.StatusError, Error: "no score", ErrorData: map[string]any{"score": math.NaN()}}, nil
+				})
+				ex := newExec(t, &toolrun.ExecutorOptions{Store: st}, tool)
+				for range 3 {
+					out, err := ex.Run(context.Background(), "t", []toolrun.ToolCall{call("1", "score", "")})
+					require.NoError(t, err)
+					assert.Contains(t, out[0].Message.Content, "error_data.score")
+				}
+				assert.Equal(t, 1, runs, "3 attempts, 1 execution")
+			},
+		},
+		{
+			name:    "a store that refuses a value",
+			attacks: "a tool returns a result a store cannot hold (here: a store refusing any text with a NUL byte, as PostgreSQL's text columns do)",
+			holds:   "an error result saying so is stored in its place, the batch goes on, and the tool never runs again",
+			run: func(t *testing.T) {
+				st := &refusingStore{Store: toolrun.NewMemoryStore()}
+				runs := 0
+				ex := newExec(t, &toolrun.ExecutorOptions{Store: st},
+					fn("nul", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+						runs++
+						return toolrun.Text("a\x00b"), nil
+					}),
+					fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+				out := run(t, ex, "t", call("1", "nul", ""), call("2", "next", ""))
+				require.Len(t, out, 2)
+				assert.Contains(t, out[0].Message.Content, "Tool result could not be stored: ")
+				assert.Equal(t, "unstorable_result", out[0].Message.ErrorCode)
+				assert.Equal(t, "ran", out[1].Message.Content)
+				out = run(t, ex, "t", call("1", "nul", ""))
+				assert.True(t, out[0].Resumed)
+				assert.Equal(t, 1, runs)
+			},
+		},
+		{
 			name:    "integer out of its Go type's range",
 			attacks: "a model sends 300 for an int8 field, inside the advertised schema, so decoding failed with Go's type names",
 			holds:   "validation refuses it in the contract's form, naming the field",
@@ -214,6 +326,19 @@ func TestHostileInput(t *testing.T) {
 			require.Contains(t, string(out), "--- PASS: TestHostileInput", text)
 		})
 	}
+}
+
+// refusingStore refuses, as a value it cannot hold, any message whose
+// content has a NUL byte.
+type refusingStore struct{ toolrun.Store }
+
+func (s *refusingStore) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
+	for _, m := range msgs {
+		if strings.IndexByte(m.Content, 0) >= 0 {
+			return fmt.Errorf("refusing store: content of %s: NUL byte: %w", m.ID, toolrun.ErrUnstorable)
+		}
+	}
+	return s.Store.AppendMessages(ctx, threadID, msgs...)
 }
 
 type selfPanicker struct{}

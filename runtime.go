@@ -1022,7 +1022,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, req *Req
 // call resumed from its stored assistant message keeps the id of a stored
 // result. seen holds the ids given so far.
 func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen map[string]bool) (string, error) {
-	if id == "" {
+	if !safeID(id) {
 		id = newID("call")
 	}
 	for {

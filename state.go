@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolrun/toolrun/internal/jsonvalue"
 )
 
 // callState is the ThreadState the executor gives one tool call.
@@ -172,7 +174,11 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 		return fmt.Errorf("toolrun: inject message: unknown role %q", m.Role)
 	}
 	red := s.e.redactor(s.b)
-	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: redactMap(m.Metadata, red),
+	meta, err := redactMap("metadata", m.Metadata, red)
+	if err != nil {
+		return fmt.Errorf("toolrun: inject message: %w", err)
+	}
+	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: meta,
 		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt,
 		ToolCallID: red.String(m.ToolCallID), Name: red.String(m.Name), ToolStatus: m.ToolStatus}
 	for _, c := range m.ToolCalls {
@@ -197,13 +203,16 @@ func (s *callState) Messages(ctx context.Context, opts *MessagesOptions) (Messag
 
 func (s *callState) Emit(event string, data any) {
 	red := s.e.redactor(s.b)
-	if red.active() && data != nil {
-		var generic any
-		if b, err := json.Marshal(data); err == nil && json.Unmarshal(b, &generic) == nil {
-			data = red.Value(generic)
-		} else {
-			data = red.String(fmt.Sprint(data)) // not JSON: sent as redacted text
+	if data != nil {
+		// Subscribers get a JSON tree: a value JSON cannot hold (a cycle,
+		// NaN, a func) is replaced by a text saying why, never walked.
+		tree, err := jsonvalue.Normalize("data", data, nil)
+		if err != nil {
+			msg := red.String(err.Error())
+			s.e.log.Warn("toolrun: emitted event data is not JSON", "thread", s.b.threadID, "event", red.String(event), "error", msg)
+			tree = "[event data not sent: " + msg + "]"
 		}
+		data = red.Value(tree)
 	}
 	s.e.ev.publish(Event{ThreadID: s.b.threadID, Type: red.String(event), Data: data, Timestamp: time.Now().UTC()})
 }
@@ -279,16 +288,16 @@ func runCodeBound(ctx context.Context, r CodeRunner, source string, opts *CodeOp
 	return run
 }
 
-// redactMap redacts a JSON-like map after a JSON round trip (so values of
-// any Go type are reached).
-func redactMap(m map[string]any, red redactor) map[string]any {
-	if m == nil || !red.active() {
-		return m
+// redactMap turns m into a JSON tree (values of any Go type reached, or an
+// error naming what JSON cannot hold) and redacts it.
+func redactMap(root string, m map[string]any, red redactor) (map[string]any, error) {
+	if m == nil {
+		return nil, nil
 	}
-	var generic map[string]any
-	if raw, err := json.Marshal(m); err == nil && json.Unmarshal(raw, &generic) == nil {
-		m = generic
+	tree, err := jsonvalue.Normalize(root, m, nil)
+	if err != nil {
+		return nil, err
 	}
-	out, _ := red.Value(m).(map[string]any)
-	return out
+	out, _ := red.Value(tree).(map[string]any)
+	return out, nil
 }

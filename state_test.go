@@ -145,7 +145,7 @@ func TestEmitReachesSubscribers(t *testing.T) {
 	for _, ev := range got {
 		types = append(types, ev.Type)
 		if ev.Type == "progress" {
-			assert.Equal(t, map[string]int{"step": 3, "total": 10}, ev.Data)
+			assert.Equal(t, map[string]any{"step": 3.0, "total": 10.0}, ev.Data, "subscribers get the data as a JSON tree")
 		}
 	}
 	assert.Equal(t, []string{toolrun.EventToolCallStarted, "progress", toolrun.EventToolCallDone}, types)

@@ -69,7 +69,10 @@ type ThreadState interface {
 	// Messages returns the thread's history (reference getMessages): by
 	// default the newest 100 top-level, non-silent messages, oldest first.
 	Messages(ctx context.Context, opts *MessagesOptions) (MessagePage, error)
-	// Emit sends a custom event to the thread's subscribers.
+	// Emit sends a custom event to the thread's subscribers. They get data
+	// as a JSON tree (maps, slices, strings, float64 or json.Number, bools,
+	// nil), secrets redacted; data JSON cannot hold (a cycle, NaN, a func) is
+	// replaced by a text saying why.
 	Emit(event string, data any)
 
 	// WriteFile creates or replaces a thread file.

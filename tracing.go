@@ -81,7 +81,7 @@ func (s redactingSpan) AddLink(l trace.Link) {
 
 // redactEventOptions rebuilds event options with their attributes redacted.
 func redactEventOptions(red redactor, opts []trace.EventOption) []trace.EventOption {
-	if !red.active() || len(opts) == 0 {
+	if !red.Active() || len(opts) == 0 {
 		return opts
 	}
 	cfg := trace.NewEventConfig(opts...)
@@ -93,7 +93,7 @@ func redactEventOptions(red redactor, opts []trace.EventOption) []trace.EventOpt
 }
 
 func redactAttrs(red redactor, kv []attribute.KeyValue) []attribute.KeyValue {
-	if !red.active() || len(kv) == 0 {
+	if !red.Active() || len(kv) == 0 {
 		return kv
 	}
 	out := make([]attribute.KeyValue, len(kv))

@@ -1,11 +1,13 @@
 package toolrun
 
 import (
+	"container/list"
 	"context"
+	"crypto/sha256"
 	"log/slog"
-	"net/url"
-	"sort"
-	"strings"
+	"sync"
+
+	"github.com/toolrun/toolrun/internal/redact"
 )
 
 // VarType is the display type of an environment value.
@@ -37,7 +39,7 @@ type Variable struct {
 
 // redactMinLen is the shortest secret value that is redacted: replacing a
 // one- to three-character value everywhere would garble unrelated text.
-const redactMinLen = 4
+const redactMinLen = redact.MinLen
 
 // warnShortSecret logs, at Warn, that a secret value is too short to be
 // redacted. where says how it was set ("thread env", "agent defaults" …).
@@ -48,121 +50,66 @@ func warnShortSecret(ctx context.Context, log *slog.Logger, where, name string, 
 	}
 }
 
-// redactor replaces secret values by [REDACTED:<NAME>] in text, including
-// their JSON-escaped and URL-encoded forms. The zero value redacts nothing.
-type redactor struct {
-	r *strings.Replacer
+// redactor replaces the secret values a thread knows by [REDACTED:<NAME>]
+// in every form they can take on the way out (see internal/redact). A nil
+// redactor redacts nothing.
+type redactor = *redact.Redactor
+
+// redactors caches the redactors of the secret sets in use: building one
+// compiles every form of every secret into an automaton, which costs far
+// more than a call, while a thread's secrets rarely change.
+var redactors = newRedactorCache(256)
+
+// redactorCache is a bounded cache of redactors keyed by a digest of their
+// secret set. It is safe for concurrent use.
+type redactorCache struct {
+	mu    sync.Mutex
+	max   int
+	items map[[32]byte]*list.Element
+	order *list.List // most recently used first
 }
 
-// newRedactor builds a redactor for secrets (name → value).
-func newRedactor(secrets map[string]string) redactor {
-	type pair struct{ from, to string }
-	var pairs []pair
-	seen := map[string]bool{}
-	for name, v := range secrets {
-		if len(v) < redactMinLen {
-			continue
-		}
-		tok := "[REDACTED:" + name + "]"
-		forms := []string{v, jsonEscape(v), url.QueryEscape(v), url.PathEscape(v)}
-		for _, f := range forms {
-			if f == "" || seen[f] {
-				continue
-			}
-			seen[f] = true
-			pairs = append(pairs, pair{f, tok})
-		}
-	}
-	if len(pairs) == 0 {
-		return redactor{}
-	}
-	// Longest first, so a secret that contains another is replaced whole.
-	sort.Slice(pairs, func(i, j int) bool {
-		if len(pairs[i].from) != len(pairs[j].from) {
-			return len(pairs[i].from) > len(pairs[j].from)
-		}
-		return pairs[i].from < pairs[j].from
-	})
-	args := make([]string, 0, 2*len(pairs))
-	for _, p := range pairs {
-		args = append(args, p.from, p.to)
-	}
-	return redactor{r: strings.NewReplacer(args...)}
+type cachedRedactor struct {
+	key [32]byte
+	red redactor
 }
 
-// active reports whether the redactor has anything to replace.
-func (r redactor) active() bool { return r.r != nil }
-
-// String redacts s.
-func (r redactor) String(s string) string {
-	if r.r == nil || s == "" {
-		return s
-	}
-	return r.r.Replace(s)
+func newRedactorCache(max int) *redactorCache {
+	return &redactorCache{max: max, items: map[[32]byte]*list.Element{}, order: list.New()}
 }
 
-// Value redacts every string inside a JSON-like value, returning a copy
-// when anything may change.
-func (r redactor) Value(v any) any {
-	if r.r == nil {
-		return v
+// get returns the redactor of secrets, which must be sorted by name, then value.
+func (c *redactorCache) get(secrets []redact.Secret) redactor {
+	if len(secrets) == 0 {
+		return nil
 	}
-	switch x := v.(type) {
-	case string:
-		return r.String(x)
-	case map[string]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[r.String(k)] = r.Value(e)
-		}
-		return m
-	case []any:
-		a := make([]any, len(x))
-		for i, e := range x {
-			a[i] = r.Value(e)
-		}
-		return a
-	case []string:
-		a := make([]string, len(x))
-		for i, e := range x {
-			a[i] = r.String(e)
-		}
-		return a
+	h := sha256.New()
+	for _, s := range secrets {
+		h.Write([]byte(s.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(s.Value))
+		h.Write([]byte{0})
 	}
-	return v
-}
-
-// jsonEscape returns s as it appears inside a JSON string literal.
-func jsonEscape(s string) string {
-	var b strings.Builder
-	for _, c := range s {
-		switch c {
-		case '"':
-			b.WriteString(`\"`)
-		case '\\':
-			b.WriteString(`\\`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		case '<':
-			b.WriteString(`\u003c`)
-		case '>':
-			b.WriteString(`\u003e`)
-		case '&':
-			b.WriteString(`\u0026`)
-		default:
-			if c < 0x20 {
-				const hex = "0123456789abcdef"
-				b.WriteString(`\u00`)
-				b.WriteByte(hex[c>>4])
-				b.WriteByte(hex[c&0xf])
-			} else {
-				b.WriteRune(c)
-			}
-		}
+	var key [32]byte
+	h.Sum(key[:0])
+	c.mu.Lock()
+	if el, ok := c.items[key]; ok {
+		c.order.MoveToFront(el)
+		c.mu.Unlock()
+		return el.Value.(*cachedRedactor).red
 	}
-	return b.String()
+	c.mu.Unlock()
+	red, _ := redact.New(secrets)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		return el.Value.(*cachedRedactor).red
+	}
+	c.items[key] = c.order.PushFront(&cachedRedactor{key: key, red: red})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*cachedRedactor).key)
+	}
+	return red
 }
