@@ -29,7 +29,9 @@
 // encoding.TextMarshaler keys, []byte as base64, and types with a MarshalJSON
 // or MarshalText method encoded by it (with pointer receivers used only on
 // addressable values, as encoding/json does). The output of a MarshalJSON
-// method is read back within the same limits.
+// method is read back within the same limits. Where encoding/json panics,
+// on the methods of an unexported embedded struct that has a json tag
+// (which reflection will not call), Normalize encodes the value by its kind.
 //
 // The result shares no map or slice with the input: a tool that keeps
 // changing its value after handing it over does not change the tree.

@@ -663,6 +663,68 @@ func TestAddressableMarshalersAsEncodingJSON(t *testing.T) {
 	}
 }
 
+type lowerMarshaler struct{ A int }
+
+func (lowerMarshaler) MarshalJSON() ([]byte, error) { return []byte(`"called"`), nil }
+
+type lowerMarshaler2 struct{ B int }
+
+func (lowerMarshaler2) MarshalJSON() ([]byte, error) { return []byte(`"called2"`), nil }
+
+type lowerKeys struct{ M map[textKey]int }
+
+type ptrZero struct{ V int }
+
+func (z *ptrZero) IsZero() bool { return z.V == 1 }
+
+type valZero struct{ V int }
+
+func (z valZero) IsZero() bool { return z.V == 1 }
+
+// TestUnexportedEmbeddedStructs covers values reflection marks read-only:
+// a tagged unexported embedded struct is a field whose methods reflection
+// does not call. encoding/json panics on some of these; Normalize encodes
+// them by their kind.
+func TestUnexportedEmbeddedStructs(t *testing.T) {
+	type withMarshaler struct {
+		lowerMarshaler `json:"x"`
+	}
+	// Two promoted MarshalJSON methods cancel out: the struct has none, and
+	// its fields are read-only values with one each.
+	type withTwo struct {
+		lowerMarshaler  `json:"x"`
+		lowerMarshaler2 `json:"y"`
+	}
+	type withKeys struct {
+		lowerKeys `json:"in"`
+	}
+	type withPtrZero struct {
+		ptrZero `json:"z,omitzero"`
+	}
+	type withValZero struct {
+		valZero `json:"z,omitzero"`
+	}
+	tests := []struct {
+		v    any
+		want any
+	}{
+		{withMarshaler{}, "called"}, // the promoted method
+		{withTwo{}, map[string]any{"x": map[string]any{"A": 0.0}, "y": map[string]any{"B": 0.0}}},
+		{withKeys{lowerKeys{map[textKey]int{{"a", "b"}: 1}}}, map[string]any{"in": map[string]any{"M": map[string]any{"a-b": 1.0}}}},
+		{&withPtrZero{ptrZero{0}}, map[string]any{}},
+		{&withPtrZero{ptrZero{2}}, map[string]any{"z": map[string]any{"V": 2.0}}},
+		{withPtrZero{ptrZero{0}}, map[string]any{}}, // read-only: the zero value test
+		{withPtrZero{ptrZero{1}}, map[string]any{"z": map[string]any{"V": 1.0}}},
+		{withValZero{valZero{1}}, map[string]any{"z": map[string]any{"V": 1.0}}},
+	}
+	for _, tt := range tests {
+		got, err := Normalize("v", tt.v, nil)
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("Normalize(%#v) = %#v, %v; want %#v", tt.v, got, err, tt.want)
+		}
+	}
+}
+
 func TestFlatMapCostsOnlyTheCopy(t *testing.T) {
 	m := map[string]any{"a": "x", "b": 1.5, "c": true, "d": nil, "e": "y", "f": 2.0}
 	copyAllocs := testing.AllocsPerRun(100, func() {

@@ -25,8 +25,10 @@ type typeInfo struct {
 var (
 	marshalerType     = reflect.TypeFor[json.Marshaler]()
 	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
-	isZeroerType      = reflect.TypeFor[interface{ IsZero() bool }]()
+	isZeroerType      = reflect.TypeFor[isZeroer]()
 )
+
+type isZeroer interface{ IsZero() bool }
 
 var infoCache sync.Map // reflect.Type → *typeInfo
 
@@ -246,26 +248,35 @@ func isZero(v reflect.Value, fd *field) (zero bool, f *failure) {
 			zero, f = false, fail(ErrMarshaler, method(t, "IsZero")+" panicked: "+safefmt.Sprint(p))
 		}
 	}()
+	if !v.CanInterface() {
+		// Reflection does not call methods of a read-only value (an
+		// unexported embedded struct with a json tag; encoding/json panics).
+		return v.IsZero(), nil
+	}
+	callIsZero := func(v reflect.Value) bool {
+		z, ok := reflect.TypeAssert[isZeroer](v)
+		return ok && z.IsZero()
+	}
 	switch {
 	case t.Kind() == reflect.Interface && t.Implements(isZeroerType):
 		if v.IsNil() || v.Elem().Kind() == reflect.Pointer && v.Elem().IsNil() {
 			return true, nil
 		}
-		return v.Interface().(interface{ IsZero() bool }).IsZero(), nil
+		return callIsZero(v.Elem()), nil
 	case t.Kind() == reflect.Pointer && t.Implements(isZeroerType):
 		if v.IsNil() {
 			return true, nil
 		}
-		return v.Interface().(interface{ IsZero() bool }).IsZero(), nil
+		return callIsZero(v), nil
 	case t.Implements(isZeroerType):
-		return v.Interface().(interface{ IsZero() bool }).IsZero(), nil
+		return callIsZero(v), nil
 	case reflect.PointerTo(t).Implements(isZeroerType):
 		if !v.CanAddr() {
 			c := reflect.New(t).Elem()
 			c.Set(v)
 			v = c
 		}
-		return v.Addr().Interface().(interface{ IsZero() bool }).IsZero(), nil
+		return callIsZero(v.Addr()), nil
 	}
 	return v.IsZero(), nil
 }

@@ -206,7 +206,11 @@ func (w *walker) value(v reflect.Value, depth, hops int, quoted bool) (any, *fai
 	}
 	t := v.Type()
 	ti := infoFor(t)
-	switch {
+	// Reflection does not call the methods of a value it marks read-only,
+	// an unexported embedded struct with a json tag; encoding/json panics
+	// there, Normalize encodes the value by its kind.
+	switch callable := v.CanInterface(); {
+	case !callable:
 	case ti.addrJSON && v.CanAddr():
 		a := v.Addr()
 		return w.marshalJSON(a, a.Type(), depth)
@@ -509,7 +513,7 @@ func (w *walker) marshalJSON(v reflect.Value, t reflect.Type, depth int) (any, *
 	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
 		return nil, w.node(0)
 	}
-	m, ok := v.Interface().(json.Marshaler)
+	m, ok := reflect.TypeAssert[json.Marshaler](v)
 	if !ok {
 		return nil, w.node(0)
 	}
@@ -586,7 +590,7 @@ func textOf(v reflect.Value, t reflect.Type) (string, *failure) {
 	if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
 		return "", nil // encoding/json writes a nil key as ""
 	}
-	m, ok := v.Interface().(encoding.TextMarshaler)
+	m, ok := reflect.TypeAssert[encoding.TextMarshaler](v)
 	if !ok {
 		return "", nil
 	}
