@@ -121,7 +121,8 @@ var (
 type Error struct {
 	// Path is where the problem is: the root name given to Normalize
 	// followed by .key for object keys that are identifiers, ["key"] for
-	// others and [i] for array elements, as in error_data.a.b[3].
+	// others and [i] for array elements, as in error_data.a.b[3]. Keys
+	// longer than 64 bytes are cut and end with "…".
 	Path string
 	// Kind is one of the Err variables.
 	Kind error
@@ -224,6 +225,10 @@ func (f *failure) error(root string) *Error {
 	return &Error{Path: formatPath(root, path), Kind: f.kind, Err: f.err, Detail: detail}
 }
 
+// maxPathKey is the longest key a path shows whole; a longer one is cut
+// and ends with "…".
+const maxPathKey = 64
+
 func formatPath(root string, path []elem) string {
 	var b strings.Builder
 	b.WriteString(root)
@@ -233,12 +238,16 @@ func formatPath(root string, path []elem) string {
 			b.WriteByte('[')
 			b.WriteString(strconv.Itoa(e.index))
 			b.WriteByte(']')
-		case isIdentifier(e.key):
+		case isIdentifier(e.key) && len(e.key) <= maxPathKey:
 			b.WriteByte('.')
 			b.WriteString(e.key)
 		default:
+			k := e.key
+			if len(k) > maxPathKey {
+				k = strings.ToValidUTF8(k[:maxPathKey], "") + "…"
+			}
 			b.WriteByte('[')
-			q, _ := json.Marshal(e.key)
+			q, _ := json.Marshal(k)
 			b.Write(q)
 			b.WriteByte(']')
 		}

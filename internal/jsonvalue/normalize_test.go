@@ -502,6 +502,8 @@ func TestErrors(t *testing.T) {
 		{"too many values", []any{1, 2, 3, 4}, &Limits{MaxNodes: 4}, ErrTooLarge, "error_data[3]", "more than 4 values"},
 		{"too many bytes", map[string]any{"ab": "cdef"}, &Limits{MaxBytes: 5}, ErrTooLarge, "error_data.ab",
 			"more than 5 bytes of strings and keys"},
+		{"a long key in the path", map[string]any{strings.Repeat("k", 100): math.NaN()}, nil, ErrNumber,
+			`error_data["` + strings.Repeat("k", 64) + `…"]`, "NaN is not a JSON number"},
 		{"a key with odd characters in the path", map[string]any{"a b": map[string]any{"": []any{math.NaN()}}}, nil, ErrNumber,
 			`error_data["a b"][""][0]`, "NaN is not a JSON number"},
 	}
