@@ -6,10 +6,10 @@ import (
 )
 
 // machine finds every occurrence of a set of patterns in one pass over a
-// text: an Aho–Corasick automaton behind a one-byte prefilter.
+// text: an Aho–Corasick automaton behind a prefilter on pairs of bytes.
 //
 // The automaton's root has a dense transition table; every other state has
-// its edges sorted by byte and a failure link. Each state records the
+// a short list of edges and a failure link. Each state records the
 // longest pattern that ends there (its own, or one reached through failure
 // links), which is all the redactor needs: a shorter pattern ending at the
 // same place lies inside the longer one.
@@ -234,9 +234,6 @@ func (m *machine) scan(text string, ms []match) []match {
 			}
 			if st := &m.states[s]; st.outLen != 0 {
 				ms = add(ms, match{start: j - int(st.outLen), end: j, id: st.outID})
-			}
-			if s == 0 && j > i {
-				break
 			}
 		}
 		pos = j
