@@ -203,16 +203,24 @@ type match struct {
 // add records the occurrence mt, found after every occurrence in ms, and
 // keeps ms sorted and free of occurrences inside another: since mt ends
 // after every occurrence before it, those that start where it does or
-// later lie inside it and are dropped.
+// later lie inside it and are dropped. An occurrence of the same secret
+// that overlaps or touches the last one extends it instead, which changes
+// neither the ranges nor their names, and keeps ms short on texts such as
+// a secret repeated many times.
 func add(ms []match, mt match) []match {
 	for len(ms) > 0 && ms[len(ms)-1].start >= mt.start {
 		ms = ms[:len(ms)-1]
+	}
+	if n := len(ms); n > 0 && ms[n-1].id == mt.id && mt.start <= ms[n-1].end {
+		ms[n-1].end = mt.end
+		return ms
 	}
 	return append(ms, mt)
 }
 
 // scan appends to ms the occurrences of the patterns in text that no other
-// occurrence contains, in increasing order of start (and of end).
+// occurrence contains, in increasing order of start (and of end), those of
+// one secret that overlap or touch joined.
 func (m *machine) scan(text string, ms []match) []match {
 	n := len(text)
 	pos := 0

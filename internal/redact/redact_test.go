@@ -487,3 +487,16 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// TestRepeatedSecret: a text that is one secret over and over is one
+// range, and the scan keeps one occurrence for it, not one per position.
+func TestRepeatedSecret(t *testing.T) {
+	r := mustNew(t, Secret{"P", "abab"}, Secret{"Q", "tok-1234"})
+	text := strings.Repeat("ab", 100000)
+	if ms := r.m.scan(text, nil); len(ms) != 1 || ms[0].start != 0 || ms[0].end != len(text) {
+		t.Fatalf("scan kept %d occurrences, the first %v", len(ms), ms[:min(len(ms), 3)])
+	}
+	if got := r.String("<" + text + ">"); got != "<[REDACTED:P]>" {
+		t.Fatalf("String = %.40q…", got)
+	}
+}
