@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -104,7 +105,7 @@ func TestStoreRefusesSecondResultForSameCall(t *testing.T) {
 	ctx := context.Background()
 	require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t"}))
 	m := func() *toolrun.Message {
-		return &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x", ToolStatus: toolrun.StatusSuccess}
+		return &toolrun.Message{ID: "m1", Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x", ToolStatus: toolrun.StatusSuccess, CreatedAt: time.Now()}
 	}
 	require.NoError(t, st.AppendMessages(ctx, "t", m()))
 	require.ErrorIs(t, st.AppendMessages(ctx, "t", m()), toolrun.ErrDuplicateToolResult)

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 )
 
 // MemoryStore is the in-memory Store: the default when no store is
@@ -24,6 +23,7 @@ type MemoryStore struct {
 
 type memThread struct {
 	t        Thread
+	exists   bool // CreateThread stored t (not only data kept by thread id)
 	msgs     []*Message
 	results  map[string]int // tool-call id → index in msgs
 	nextSeq  int64
@@ -60,7 +60,7 @@ func (s *MemoryStore) thread(id string, create bool) *memThread {
 	return t
 }
 
-func (t *memThread) created() bool { return !t.t.CreatedAt.IsZero() }
+func (t *memThread) created() bool { return t.exists }
 
 // CreateThread implements ThreadStore.
 func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
@@ -68,7 +68,7 @@ func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
 		return err
 	}
 	if th.ID == "" {
-		return fmt.Errorf("toolrun: create thread: empty id")
+		return fmt.Errorf("toolrun: create thread: the thread has no ID")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -76,10 +76,8 @@ func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
 	if t.created() {
 		return ErrThreadExists
 	}
-	if th.CreatedAt.IsZero() {
-		th.CreatedAt = time.Now().UTC()
-	}
 	t.t = copyThread(th)
+	t.exists = true
 	return nil
 }
 
@@ -117,6 +115,9 @@ func (s *MemoryStore) UpdateThread(ctx context.Context, th *Thread) error {
 
 func copyThread(t *Thread) Thread {
 	c := *t
+	if t.Arguments != nil {
+		c.Arguments = cloneJSONMap(t.Arguments)
+	}
 	if t.Properties != nil {
 		c.Properties = cloneJSONMap(t.Properties)
 	}
@@ -130,6 +131,9 @@ func copyThread(t *Thread) Thread {
 func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := checkMessages(msgs); err != nil {
+		return fmt.Errorf("toolrun: append to thread %s: %w", threadID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -159,18 +163,11 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 			return fmt.Errorf("%w (thread %s, tool call %s)", ErrDuplicateToolResult, threadID, m.ToolCallID)
 		}
 	}
-	now := time.Now().UTC()
 	for _, m := range msgs {
 		t.nextSeq++
 		m.Seq = t.nextSeq
-		m.ThreadID = threadID
-		if m.ID == "" {
-			m.ID = newID("msg")
-		}
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = now
-		}
 		c := m.clone()
+		c.ThreadID = threadID
 		if m.Role == RoleTool && m.ToolCallID != "" {
 			if t.results == nil {
 				t.results = map[string]int{}
@@ -194,12 +191,15 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		return MessagePage{}, nil
 	}
 	match := func(m *Message) bool {
+		if q.After > 0 && m.Seq <= q.After {
+			return false
+		}
 		if m.Silent && !q.IncludeSilent {
 			return false
 		}
 		return q.MaxDepth < 0 || m.Depth <= q.MaxDepth
 	}
-	all := q.IncludeSilent && q.MaxDepth < 0
+	all := q.IncludeSilent && q.MaxDepth < 0 && q.After <= 0
 	filtered := len(t.msgs)
 	if !all {
 		filtered = 0
@@ -243,6 +243,20 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		}
 	}
 	return MessagePage{Messages: out, Total: filtered, HasMore: pageHasMore(filtered, q, lo, hi)}, nil
+}
+
+// checkMessages refuses messages a store cannot keep as given: each needs
+// an ID and a CreatedAt, which the caller (the front layer) sets.
+func checkMessages(msgs []*Message) error {
+	for i, m := range msgs {
+		if m.ID == "" {
+			return fmt.Errorf("message %d has no ID", i)
+		}
+		if m.CreatedAt.IsZero() {
+			return fmt.Errorf("message %d (%s) has no CreatedAt", i, m.ID)
+		}
+	}
+	return nil
 }
 
 // pageBounds returns the [lo, hi) window, in oldest-first indexes, that q
@@ -529,8 +543,6 @@ func (s *MemoryStore) PutChild(ctx context.Context, e ChildEntry) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now().UTC()
-	e.UpdatedAt = now
 	if e.InitialArguments != nil {
 		e.InitialArguments = cloneJSONMap(e.InitialArguments)
 	}
@@ -541,9 +553,6 @@ func (s *MemoryStore) PutChild(ctx context.Context, e ChildEntry) error {
 			list[i] = e
 			return nil
 		}
-	}
-	if e.CreatedAt.IsZero() {
-		e.CreatedAt = now
 	}
 	s.children[e.ParentID] = append(list, e)
 	return nil

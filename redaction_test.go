@@ -85,7 +85,7 @@ func TestResumedQueuedCallWhoseArgumentsHeldASecretIsRefusedNotGuessed(t *testin
 	out := run(t, first, "t", call("c1", "charge", ""))
 	require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t"}))
 	m := *out[0].Message
-	m.Seq, m.ID = 0, ""
+	m.Seq = 0
 	require.NoError(t, st.AppendMessages(ctx, "t", &m))
 
 	ran = 0

@@ -149,8 +149,8 @@ func TestMissingResultsAreSynthesisedAndOrphansDropped(t *testing.T) {
 	ctx := context.Background()
 	st := w.rt.Store()
 	require.NoError(t, st.AppendMessages(ctx, id,
-		&toolrun.Message{Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "lost", Name: "get_issue", Arguments: "{}"}}},
-		&toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "orphan", Name: "get_issue", Content: "x", ToolStatus: toolrun.StatusSuccess},
+		&toolrun.Message{ID: "m1", Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "lost", Name: "get_issue", Arguments: "{}"}}, CreatedAt: time.Now()},
+		&toolrun.Message{ID: "m2", Role: toolrun.RoleTool, ToolCallID: "orphan", Name: "get_issue", Content: "x", ToolStatus: toolrun.StatusSuccess, CreatedAt: time.Now()},
 	))
 	w.p.Add(scripted.Text("ok"))
 	_, err := w.rt.Send(ctx, id, "hi")

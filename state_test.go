@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -76,11 +77,11 @@ func TestMessagesQuerySemantics(t *testing.T) {
 	_, err := ex.Run(ctx, "t1", nil) // creates the thread
 	require.NoError(t, err)
 	for i := 1; i <= 5; i++ {
-		require.NoError(t, ex.Store().AppendMessages(ctx, "t1", &toolrun.Message{Role: toolrun.RoleUser, Content: fmt.Sprint(i)}))
+		require.NoError(t, ex.Store().AppendMessages(ctx, "t1", &toolrun.Message{ID: fmt.Sprint("m", i), Role: toolrun.RoleUser, Content: fmt.Sprint(i), CreatedAt: time.Now()}))
 	}
 	require.NoError(t, ex.Store().AppendMessages(ctx, "t1",
-		&toolrun.Message{Role: toolrun.RoleSystem, Content: "silent", Silent: true},
-		&toolrun.Message{Role: toolrun.RoleAssistant, Content: "deep", Depth: 1}))
+		&toolrun.Message{ID: "m6", Role: toolrun.RoleSystem, Content: "silent", Silent: true, CreatedAt: time.Now()},
+		&toolrun.Message{ID: "m7", Role: toolrun.RoleAssistant, Content: "deep", Depth: 1, CreatedAt: time.Now()}))
 	contents := func(p toolrun.MessagePage) (out []string) {
 		for _, m := range p.Messages {
 			out = append(out, m.Content)

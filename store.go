@@ -11,6 +11,18 @@ import (
 // Implementations must be safe for concurrent use and must make every
 // operation that reports success durable to the degree they document.
 //
+// A Store keeps records as it is given them. It generates no ids, reads no
+// clock for records and fills in no defaults: ids, creation and update
+// times and default values are the caller's (the Executor and the Runtime
+// fill them in before every write), so a store only has to keep them. What
+// a store decides is storage: the Seq of each
+// appended message, and that a record's creation time is its first write's
+// (an updated thread, a replaced file and a replaced child entry keep their
+// CreatedAt). A store refuses, storing nothing, a message without ID or
+// CreatedAt and a thread without ID, with an error that names the missing
+// field. Times are kept to the microsecond at least and come back as the
+// same instant (time.Time.Equal), possibly in UTC.
+//
 // Three implementations exist: [NewMemoryStore] (the default, in process),
 // store/sqlite (durable, one machine) and store/postgres (several instances
 // sharing one database). Package store/storetest checks a new implementation
@@ -53,20 +65,21 @@ type Thread struct {
 
 // ThreadStore keeps thread records.
 type ThreadStore interface {
-	// CreateThread stores a new thread. It fails with ErrThreadExists when the
-	// id is taken. A zero CreatedAt is set to the current time.
+	// CreateThread stores a new thread as given (a zero CreatedAt stays
+	// zero); it changes nothing in t. It fails with ErrThreadExists when the
+	// id is taken, and refuses a thread without ID.
 	CreateThread(ctx context.Context, t *Thread) error
 	// GetThread returns the thread, or ErrNotFound.
 	GetThread(ctx context.Context, id string) (*Thread, error)
-	// UpdateThread replaces the stored record of t.ID (every field but ID and
-	// CreatedAt), or fails with ErrNotFound.
+	// UpdateThread replaces the stored record of t.ID with t, every field but
+	// CreatedAt (the thread keeps its first one), or fails with ErrNotFound.
 	UpdateThread(ctx context.Context, t *Thread) error
 }
 
 // Order is the order of a message query.
 type Order string
 
-// Message orders (reference F3).
+// The orders of a message query.
 const (
 	// OrderDefault selects the newest Limit rows and returns them oldest first.
 	OrderDefault Order = ""
@@ -76,12 +89,14 @@ const (
 	OrderAsc Order = "asc"
 )
 
-// MessageQuery selects messages of one thread.
+// MessageQuery selects messages of one thread. Its filters (IncludeSilent,
+// MaxDepth, After) choose the matching rows; Order, Offset and Limit then
+// choose the page among them.
 type MessageQuery struct {
 	// Limit caps the number of rows returned; 0 means no cap.
 	Limit int
-	// Offset skips rows from the end the order selects from: the newest rows
-	// for OrderDefault and OrderDesc, the oldest for OrderAsc.
+	// Offset skips matching rows from the end the order selects from: the
+	// newest rows for OrderDefault and OrderDesc, the oldest for OrderAsc.
 	Offset int
 	Order  Order
 	// IncludeSilent includes silent rows, which are left out by default.
@@ -89,24 +104,35 @@ type MessageQuery struct {
 	// MaxDepth keeps rows with Depth ≤ MaxDepth (0: the top level only). A
 	// negative value keeps every depth.
 	MaxDepth int
+	// After keeps only rows with Seq > After; 0 (or less) keeps every row.
+	// With the Seq of the last message read, a query returns only what was
+	// appended since; stores answer it in time proportional to the rows it
+	// reads, not to the thread's length.
+	After int64
 }
 
 // MessagePage is the answer to a MessageQuery.
 type MessagePage struct {
 	Messages []Message
 	// Total counts every row that matches the query's filters (depth,
-	// silence), ignoring Limit and Offset.
+	// silence, After), ignoring Limit and Offset.
 	Total int
-	// HasMore reports whether rows matching the filters lie beyond this page.
+	// HasMore reports whether matching rows lie beyond this page, at the end
+	// the page was taken towards (older rows for OrderDefault and OrderDesc,
+	// newer ones for OrderAsc).
 	HasMore bool
 }
 
 // MessageStore keeps the messages of threads.
 type MessageStore interface {
-	// AppendMessages appends msgs to the thread, in order, all or nothing.
-	// It assigns each message's Seq (strictly increasing per thread), an ID
-	// when empty, ThreadID, and CreatedAt when zero, writing them back into
-	// msgs. It fails with ErrNotFound when the thread does not exist, and with
+	// AppendMessages appends msgs to the thread, in order, all or nothing,
+	// each as given. It assigns each message's Seq (strictly increasing per
+	// thread, gaps allowed) and writes it back into msgs; it changes nothing
+	// else. A stored message's ThreadID is its thread's id, whatever the
+	// appended one held. Ids are the caller's and need not be checked for
+	// uniqueness. It refuses, storing nothing, a batch in which a message has
+	// no ID or a zero CreatedAt, with an error naming the field. It fails
+	// with ErrNotFound when the thread does not exist, and with
 	// ErrDuplicateToolResult when a RoleTool message names a ToolCallID that
 	// already has a stored tool result on the thread (or twice within msgs).
 	AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error
@@ -207,8 +233,9 @@ type ChildEntry struct {
 
 // ChildStore keeps the child registry of threads.
 type ChildStore interface {
-	// PutChild creates or replaces the entry (ParentID, Reference). A zero
-	// CreatedAt is set on creation and kept on replacement.
+	// PutChild creates or replaces the entry (ParentID, Reference) as given,
+	// times included. A replaced entry keeps its CreatedAt and its place in
+	// creation order.
 	PutChild(ctx context.Context, e ChildEntry) error
 	// Child returns one entry, or ErrNotFound.
 	Child(ctx context.Context, parentID, reference string) (ChildEntry, error)

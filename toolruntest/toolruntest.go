@@ -18,7 +18,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -125,6 +127,7 @@ func NewState(t testing.TB, opts *Options) *State {
 	}
 	for i := range opts.Messages {
 		m := opts.Messages[i]
+		stamp(&m)
 		if err := s.store.AppendMessages(ctx, s.id, &m); err != nil {
 			t.Fatalf("toolruntest: message %d: %v", i, err)
 		}
@@ -392,6 +395,7 @@ func (s *State) InvokeTool(ctx context.Context, name string, args any) toolrun.R
 // InjectMessage implements toolrun.ThreadState.
 func (s *State) InjectMessage(ctx context.Context, m toolrun.Message) error {
 	c := m
+	stamp(&c)
 	if err := s.store.AppendMessages(ctx, s.id, &c); err != nil {
 		return err
 	}
@@ -463,6 +467,19 @@ func (s *State) RunCode(ctx context.Context, source string, opts *toolrun.CodeOp
 			Error: &toolrun.CodeError{Name: "MissingCodeRunner", Message: "toolruntest: no CodeRunner in Options"}})
 	}
 	return s.code.RunCode(ctx, source, opts)
+}
+
+var msgCount atomic.Int64
+
+// stamp gives a message without an ID or creation time one, as the
+// executor does before it stores a message.
+func stamp(m *toolrun.Message) {
+	if m.ID == "" {
+		m.ID = "msg_" + strconv.FormatInt(msgCount.Add(1), 10)
+	}
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = fileTime()
+	}
 }
 
 // fileTime is the time a file is written at.

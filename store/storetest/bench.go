@@ -3,9 +3,11 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolrun/toolrun"
 )
@@ -13,17 +15,24 @@ import (
 // Bench measures the store operations the executor and runtime use most,
 // one sub-benchmark each:
 //
-//   - AppendToolResult: one AppendMessages call with one tool result (the
-//     executor persists every result before the next call starts);
+//   - AppendToolResult: one AppendMessages call with one tool result as the
+//     executor stores it (id, time, call digest and side set; the executor
+//     persists every result before the next call starts);
 //   - AppendToolResultParallel: the same from 4×GOMAXPROCS goroutines, each
 //     on its own thread (several runs in one process);
 //   - AppendToolResultConcurrent/goroutines=N: the same from exactly N
-//     goroutines (8, 32, 64), each on its own thread, as a service running
-//     that many threads at once would; b.N appends in all;
+//     goroutines (1, 2, 8, 32, 64, 4096), each on its own thread, as a
+//     service running that many threads at once would; b.N appends in all.
+//     Besides appends/s each reports x-one-goroutine, its appends/s over
+//     those of goroutines=1 in the same run of Bench: how the store scales
+//     with threads;
 //   - AppendStep5: one AppendMessages call with 5 messages (an assistant
 //     message with 4 calls' results);
 //   - ReadLast100Of10k: ListMessages with the default query and Limit 100 on
 //     a thread of 10,000 messages (building a model request);
+//   - ReadNew10Of10k: ListMessages of the 10 messages after a Seq (After)
+//     on a thread of 10,000 messages, oldest first (reading what a turn
+//     appended);
 //   - SetValue and GetValue: one small JSON value.
 //
 // Each appends sub-benchmark also reports appends/s. newStore is called once
@@ -36,9 +45,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 		i := 0
 		for b.Loop() {
 			i++
-			m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_%d", i), Name: "search",
-				ToolStatus: toolrun.StatusSuccess, Content: `{"results":["a","b","c"]}`}
-			if err := st.AppendMessages(b.Context(), thread, m); err != nil {
+			if err := st.AppendMessages(b.Context(), thread, benchResult(thread, i)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -53,9 +60,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 			i := 0
 			for pb.Next() {
 				i++
-				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_%d", i), Name: "search",
-					ToolStatus: toolrun.StatusSuccess, Content: `{"results":["a","b","c"]}`}
-				if err := st.AppendMessages(b.Context(), thread, m); err != nil {
+				if err := st.AppendMessages(b.Context(), thread, benchResult(thread, i)); err != nil {
 					b.Error(err)
 					return
 				}
@@ -64,9 +69,15 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 		})
 		b.ReportMetric(float64(n.Load())/b.Elapsed().Seconds(), "appends/s")
 	})
-	for _, n := range []int{8, 32, 64} {
+	var one float64 // appends/s of one goroutine, in this run
+	for _, n := range []int{1, 2, 8, 32, 64, 4096} {
 		b.Run(fmt.Sprintf("AppendToolResultConcurrent/goroutines=%d", n), func(b *testing.B) {
-			benchConcurrentAppends(b, newStore(b), n)
+			rate := benchConcurrentAppends(b, newStore(b), n)
+			if n == 1 {
+				one = rate
+			} else if one > 0 {
+				b.ReportMetric(rate/one, "x-one-goroutine")
+			}
 		})
 	}
 	b.Run("AppendStep5", func(b *testing.B) {
@@ -75,12 +86,13 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 		i := 0
 		for b.Loop() {
 			i++
-			step := []*toolrun.Message{{Role: toolrun.RoleAssistant, Content: "calling tools"}}
+			step := []*toolrun.Message{{ID: fmt.Sprintf("msg_%d", i), ThreadID: thread, Role: toolrun.RoleAssistant, Content: "calling tools",
+				Side: "a", CreatedAt: benchTime}}
 			for j := range 4 {
 				id := fmt.Sprintf("call_%d_%d", i, j)
 				step[0].ToolCalls = append(step[0].ToolCalls, toolrun.ToolCall{ID: id, Name: "search", Arguments: `{"q":"x"}`})
-				step = append(step, &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: id, Name: "search",
-					ToolStatus: toolrun.StatusSuccess, Content: "result"})
+				step = append(step, &toolrun.Message{ID: fmt.Sprintf("msg_%d_%d", i, j), ThreadID: thread, Role: toolrun.RoleTool, ToolCallID: id,
+					Name: "search", ToolStatus: toolrun.StatusSuccess, Content: "result", CallDigest: "q2Vf0n1Kp8sWb3Jd5Lx7aA", Side: "a", CreatedAt: benchTime})
 			}
 			if err := st.AppendMessages(b.Context(), thread, step...); err != nil {
 				b.Fatal(err)
@@ -90,19 +102,7 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 	})
 	b.Run("ReadLast100Of10k", func(b *testing.B) {
 		st := newStore(b)
-		thread := benchThread(b, st)
-		for i := 0; i < 10000; i += 100 {
-			batch := make([]*toolrun.Message, 100)
-			for j := range batch {
-				batch[j] = &toolrun.Message{Role: toolrun.RoleUser, Content: fmt.Sprintf("message %d: some ordinary text of a conversation", i+j)}
-				if j%10 == 9 {
-					batch[j].Silent = true
-				}
-			}
-			if err := st.AppendMessages(b.Context(), thread, batch...); err != nil {
-				b.Fatal(err)
-			}
-		}
+		thread, _ := benchLongThread(b, st)
 		q := toolrun.MessageQuery{Limit: 100}
 		for b.Loop() {
 			p, err := st.ListMessages(b.Context(), thread, q)
@@ -110,6 +110,20 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 				b.Fatal(err)
 			}
 			if len(p.Messages) != 100 || p.Total != 9000 {
+				b.Fatalf("got %d messages, Total %d", len(p.Messages), p.Total)
+			}
+		}
+	})
+	b.Run("ReadNew10Of10k", func(b *testing.B) {
+		st := newStore(b)
+		thread, last := benchLongThread(b, st)
+		q := toolrun.MessageQuery{After: last - 10, Order: toolrun.OrderAsc, IncludeSilent: true, MaxDepth: -1}
+		for b.Loop() {
+			p, err := st.ListMessages(b.Context(), thread, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(p.Messages) != 10 || p.Total != 10 {
 				b.Fatalf("got %d messages, Total %d", len(p.Messages), p.Total)
 			}
 		}
@@ -138,30 +152,68 @@ func Bench(b *testing.B, newStore func(b *testing.B) toolrun.Store) {
 	})
 }
 
+// benchTime is the creation time of the benchmarks' messages.
+var benchTime = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
+
+// benchResult returns the i-th tool result of a benchmark, as the executor
+// stores one: with an id, a time, the call's digest and the acting side.
+func benchResult(thread string, i int) *toolrun.Message {
+	return &toolrun.Message{ID: "msg_" + strconv.Itoa(i), ThreadID: thread, Role: toolrun.RoleTool, ToolCallID: "call_" + strconv.Itoa(i),
+		Name: "search", ToolStatus: toolrun.StatusSuccess, Content: `{"results":["a","b","c"]}`,
+		CallDigest: "q2Vf0n1Kp8sWb3Jd5Lx7aA", Side: "a", CreatedAt: benchTime}
+}
+
 func benchThread(b *testing.B, st toolrun.Store) string {
 	id := uid("bench")
-	if err := st.CreateThread(b.Context(), &toolrun.Thread{ID: id}); err != nil {
+	if err := st.CreateThread(b.Context(), &toolrun.Thread{ID: id, CreatedAt: benchTime}); err != nil {
 		b.Fatal(err)
 	}
 	return id
 }
 
-// benchConcurrentAppends runs b.N single tool-result appends from n
-// goroutines, each appending to its own thread, and reports appends/s.
-func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) {
-	threads := make([]string, n)
-	for i := range threads {
-		threads[i] = benchThread(b, st)
+// benchLongThread creates a thread of 10,000 user messages, every tenth
+// silent, and returns it and its last Seq.
+func benchLongThread(b *testing.B, st toolrun.Store) (string, int64) {
+	thread := benchThread(b, st)
+	var last int64
+	for i := 0; i < 10000; i += 100 {
+		batch := make([]*toolrun.Message, 100)
+		for j := range batch {
+			batch[j] = &toolrun.Message{ID: fmt.Sprintf("msg_%d", i+j), ThreadID: thread, Role: toolrun.RoleUser,
+				Content: fmt.Sprintf("message %d: some ordinary text of a conversation", i+j), Side: "b", CreatedAt: benchTime}
+			if j%10 == 9 {
+				batch[j].Silent = true
+			}
+		}
+		if err := st.AppendMessages(b.Context(), thread, batch...); err != nil {
+			b.Fatal(err)
+		}
+		last = batch[len(batch)-1].Seq
 	}
-	var next atomic.Int64
+	return thread, last
+}
+
+// benchConcurrentAppends runs b.N single tool-result appends from n
+// goroutines, each appending to its own thread, reports appends/s and
+// returns it.
+func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) float64 {
+	threads := make([]string, n)
 	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range min(n, 16) { // create the threads in parallel: 4096 are slow to make one by one on a remote store
+		wg.Go(func() {
+			for k := next.Add(1) - 1; k < int64(n); k = next.Add(1) - 1 {
+				threads[k] = benchThread(b, st)
+			}
+		})
+	}
+	wg.Wait()
+	next.Store(0)
 	b.ResetTimer()
 	for _, thread := range threads {
 		wg.Go(func() {
 			for i := 1; next.Add(1) <= int64(b.N); i++ {
-				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_%d", i), Name: "search",
-					ToolStatus: toolrun.StatusSuccess, Content: `{"results":["a","b","c"]}`}
-				if err := st.AppendMessages(b.Context(), thread, m); err != nil {
+				if err := st.AppendMessages(b.Context(), thread, benchResult(thread, i)); err != nil {
 					b.Error(err)
 					return
 				}
@@ -170,5 +222,7 @@ func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "appends/s")
+	rate := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(rate, "appends/s")
+	return rate
 }

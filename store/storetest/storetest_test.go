@@ -4,16 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/store/storetest"
 )
 
 func newMem(t *testing.T) toolrun.Store { return toolrun.NewMemoryStore() }
+
+// at is the creation time of the tests' messages.
+var at = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // The memory store conforms; the FailingStore around it with no failure
 // configured conforms too (it must be transparent).
@@ -41,6 +46,11 @@ func TestCheckFindsBrokenStores(t *testing.T) {
 		{"unsorted files", func(s toolrun.Store) toolrun.Store { return &unsortedFiles{Store: s} }, "Files/List"},
 		{"lossy values", func(s toolrun.Store) toolrun.Store { return &lossyValues{Store: s} }, "Values/RoundTrip"},
 		{"children sorted by reference", func(s toolrun.Store) toolrun.Store { return &sortedChildren{Store: s} }, "Children/Order"},
+		{"threads stamped with the store's clock", func(s toolrun.Store) toolrun.Store { return &clockThreads{Store: s} }, "Thread/AsGiven"},
+		{"message ids made up", func(s toolrun.Store) toolrun.Store { return &madeUpIDs{Store: s} }, "Messages/Incomplete"},
+		{"ids and times written back", func(s toolrun.Store) toolrun.Store { return &writesBack{Store: s} }, "Messages/AsGiven"},
+		{"After ignored", func(s toolrun.Store) toolrun.Store { return &ignoresAfter{Store: s} }, "Messages/ListAfter"},
+		{"child times from the store's clock", func(s toolrun.Store) toolrun.Store { return &clockChildren{Store: s} }, "Children/PutGet"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,10 +102,10 @@ func TestFailingStoreFailsNthWrite(t *testing.T) {
 	if err := fs.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil { // write 1
 		t.Fatal(err)
 	}
-	if err := fs.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Content: "1"}); err != nil { // write 2
+	if err := fs.AppendMessages(ctx, "t", &toolrun.Message{ID: "m1", Role: toolrun.RoleUser, Content: "1", CreatedAt: at}); err != nil { // write 2
 		t.Fatal(err)
 	}
-	err := fs.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Content: "2"}) // write 3 fails
+	err := fs.AppendMessages(ctx, "t", &toolrun.Message{ID: "m2", Role: toolrun.RoleUser, Content: "2", CreatedAt: at}) // write 3 fails
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("third write: got %v, want ENOSPC", err)
 	}
@@ -130,7 +140,11 @@ func TestFailingStoreStickyAndMatch(t *testing.T) {
 	if err := fs.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil { // not counted
 		t.Fatal(err)
 	}
-	msg := func() *toolrun.Message { return &toolrun.Message{Role: toolrun.RoleUser} }
+	n := 0
+	msg := func() *toolrun.Message {
+		n++
+		return &toolrun.Message{ID: fmt.Sprint("m", n), Role: toolrun.RoleUser, CreatedAt: at}
+	}
 	if err := fs.AppendMessages(ctx, "t", msg()); err != nil { // append 1
 		t.Fatal(err)
 	}
@@ -215,4 +229,55 @@ func (s *sortedChildren) Children(ctx context.Context, parent string) ([]toolrun
 	l, err := s.Store.Children(ctx, parent)
 	slices.SortFunc(l, func(a, b toolrun.ChildEntry) int { return strings.Compare(a.Reference, b.Reference) })
 	return l, err
+}
+
+// clockThreads sets a zero CreatedAt to the current time, as stores did
+// before the front layer.
+type clockThreads struct{ toolrun.Store }
+
+func (s *clockThreads) CreateThread(ctx context.Context, t *toolrun.Thread) error {
+	if t.CreatedAt.IsZero() {
+		t.CreatedAt = time.Now()
+	}
+	return s.Store.CreateThread(ctx, t)
+}
+
+// madeUpIDs gives messages without an ID one instead of refusing them.
+type madeUpIDs struct{ toolrun.Store }
+
+func (s *madeUpIDs) AppendMessages(ctx context.Context, thread string, msgs ...*toolrun.Message) error {
+	for i, m := range msgs {
+		if m.ID == "" {
+			m.ID = fmt.Sprint("made-up-", i)
+		}
+	}
+	return s.Store.AppendMessages(ctx, thread, msgs...)
+}
+
+// writesBack writes the message's thread id and a UTC time back into the
+// appended messages.
+type writesBack struct{ toolrun.Store }
+
+func (s *writesBack) AppendMessages(ctx context.Context, thread string, msgs ...*toolrun.Message) error {
+	err := s.Store.AppendMessages(ctx, thread, msgs...)
+	for _, m := range msgs {
+		m.ThreadID, m.CreatedAt = thread, m.CreatedAt.UTC()
+	}
+	return err
+}
+
+// ignoresAfter answers every query as if After were 0.
+type ignoresAfter struct{ toolrun.Store }
+
+func (s *ignoresAfter) ListMessages(ctx context.Context, thread string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
+	q.After = 0
+	return s.Store.ListMessages(ctx, thread, q)
+}
+
+// clockChildren stamps UpdatedAt with the current time.
+type clockChildren struct{ toolrun.Store }
+
+func (s *clockChildren) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
+	e.UpdatedAt = time.Now()
+	return s.Store.PutChild(ctx, e)
 }
