@@ -1,14 +1,16 @@
 package sandbox
 
 import (
+	"bytes"
 	"container/list"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/evanw/esbuild/pkg/api"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // compiled is the cached output of bundling one run's module graph: a script
@@ -26,13 +30,61 @@ type compiled struct {
 	hash    string
 	code    string   // "(async function(){...})" script text
 	exports []string // export names of the entry module
-	smap    *sourceMap
 	rawMap  []byte
-	sources []string // display names, indexed like smap sources
+	sources []string // display names, indexed like the map's sources
 
+	smapOnce sync.Once
+	smap     *sourceMap
+
+	// dropProg is set when the cache holding the bundle cannot afford its
+	// goja program: each run then parses the code again.
+	dropProg atomic.Bool
 	progOnce sync.Once
 	prog     *goja.Program
 	progErr  error
+}
+
+// sourceMap returns the bundle's decoded source map (nil when it is
+// malformed), decoding it on first use: a host that only passes bundles on
+// to workers never needs it.
+func (c *compiled) sourceMap() *sourceMap {
+	c.smapOnce.Do(func() {
+		if sm, err := parseSourceMap(c.rawMap); err == nil {
+			sm.lineOffset = 1
+			c.smap = sm
+		}
+	})
+	return c.smap
+}
+
+// progCostFactor estimates the memory of a goja program as a multiple of
+// its source text (measured: about 11 for esbuild bundles).
+const progCostFactor = 16
+
+// cost is what the bundle is charged in a cache: its texts, the decoded
+// source map (16 bytes a line) and, when withProgram, the goja program
+// built from it.
+func (c *compiled) cost(withProgram bool) int64 {
+	n := int64(512 + len(c.hash) + len(c.code) + len(c.rawMap))
+	n += 16 * int64(bytes.Count(c.rawMap, []byte{';'})+1)
+	for _, s := range c.sources {
+		n += 16 + int64(len(s))
+	}
+	for _, s := range c.exports {
+		n += 16 + int64(len(s))
+	}
+	if withProgram {
+		n += progCostFactor * int64(len(c.code))
+	}
+	return n
+}
+
+func (c *compiled) spec() *bundleSpec {
+	return &bundleSpec{Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports}
+}
+
+func compiledFromSpec(hash string, b *bundleSpec) *compiled {
+	return &compiled{hash: hash, code: b.Code, rawMap: b.Map, sources: b.Sources, exports: b.Exports}
 }
 
 const (
@@ -51,56 +103,78 @@ type compileRequest struct {
 	imports  map[string][]string // specifier -> member names
 }
 
+// size is the number of bytes of source text in the request: the entry
+// source and every module's specifier and text.
+func (c *compileRequest) size() int {
+	n := len(c.source)
+	for k, v := range c.modules {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func (c *compileRequest) spec(hash string, memory int64) *compileSpec {
+	return &compileSpec{Hash: hash, Source: c.source, Filename: c.filename, Lang: c.lang, Modules: c.modules, Imports: c.imports, Memory: memory}
+}
+
+func requestFromSpec(s *compileSpec) *compileRequest {
+	return &compileRequest{source: s.Source, filename: s.Filename, lang: s.Lang, modules: s.Modules, imports: s.Imports}
+}
+
+// key is the content hash of the request: every text, each preceded by its
+// length, so that no two different requests share a key.
 func (c *compileRequest) key() string {
 	h := sha256.New()
-	w := func(s string) { fmt.Fprintf(h, "%d:%s;", len(s), s) }
+	var lb [binary.MaxVarintLen64]byte
+	w := func(s string) {
+		h.Write(lb[:binary.PutUvarint(lb[:], uint64(len(s)))])
+		io.WriteString(h, s)
+	}
 	w(c.source)
 	w(c.filename)
 	w(c.lang)
-	keys := make([]string, 0, len(c.modules))
-	for k := range c.modules {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(c.modules) {
 		w("m")
 		w(k)
 		w(c.modules[k])
 	}
-	keys = keys[:0]
-	for k := range c.imports {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(c.imports) {
 		w("i")
 		w(k)
+		w(strconv.Itoa(len(c.imports[k])))
 		for _, m := range c.imports[k] {
 			w(m)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// compileCache is a bounded LRU of compiled bundles keyed by content hash.
-// It is safe for concurrent use.
+// compileCache is an LRU of compiled bundles (and link errors) keyed by
+// content hash, bounded by entry count and by bytes (see compiled.cost).
+// An entry costing more than the byte bound is not kept. It is safe for
+// concurrent use.
 type compileCache struct {
-	mu    sync.Mutex
-	max   int
-	ll    *list.List
-	items map[string]*list.Element
+	mu          sync.Mutex
+	maxEntries  int
+	maxBytes    int64
+	bytes       int64
+	withProgram bool // entries are charged for their goja program
+	ll          *list.List
+	items       map[string]*list.Element
 
-	builds atomic.Int64 // esbuild invocations, for tests and metrics
+	builds atomic.Int64 // compilations (in a worker or here), for tests and metrics
 }
 
 type cacheEntry struct {
-	key string
-	c   *compiled
-	err *Error
+	key  string
+	c    *compiled
+	err  *Error
+	cost int64
 }
 
-func newCompileCache(max int) *compileCache {
-	return &compileCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+func newCompileCache(maxEntries int, maxBytes int64, withProgram bool) *compileCache {
+	return &compileCache{maxEntries: maxEntries, maxBytes: maxBytes, withProgram: withProgram, ll: list.New(), items: map[string]*list.Element{}}
 }
 
 func (cc *compileCache) get(key string) (*cacheEntry, bool) {
@@ -113,35 +187,70 @@ func (cc *compileCache) get(key string) (*cacheEntry, bool) {
 	return nil, false
 }
 
-func (cc *compileCache) put(ent *cacheEntry) {
+// put adds a bundle or a link error under key, evicting the least recently
+// used entries to stay within the bounds.
+func (cc *compileCache) put(key string, c *compiled, lerr *Error) {
+	ent := &cacheEntry{key: key, c: c, err: lerr}
+	if c != nil {
+		ent.cost = c.cost(cc.withProgram)
+	} else if lerr != nil {
+		ent.cost = int64(512 + len(lerr.Name) + len(lerr.Message) + len(lerr.Stack) + len(lerr.Filename) + len(lerr.Specifier))
+	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if e, ok := cc.items[ent.key]; ok {
+	if e, ok := cc.items[key]; ok {
 		cc.ll.MoveToFront(e)
 		return
 	}
-	cc.items[ent.key] = cc.ll.PushFront(ent)
-	for cc.ll.Len() > cc.max {
+	if ent.cost > cc.maxBytes && c != nil && cc.withProgram {
+		// Keep the bundle without its program, if that fits.
+		if cost := c.cost(false); cost <= cc.maxBytes {
+			c.dropProgram()
+			ent.cost = cost
+		}
+	}
+	if ent.cost > cc.maxBytes {
+		return
+	}
+	cc.items[key] = cc.ll.PushFront(ent)
+	cc.bytes += ent.cost
+	for cc.ll.Len() > cc.maxEntries || cc.bytes > cc.maxBytes {
 		last := cc.ll.Back()
 		cc.ll.Remove(last)
-		delete(cc.items, last.Value.(*cacheEntry).key)
+		le := last.Value.(*cacheEntry)
+		delete(cc.items, le.key)
+		cc.bytes -= le.cost
 	}
 }
 
-// compileCached returns the bundle for req, from the cache when possible.
-// A non-nil *Error is a link error (syntax, resolution, missing import).
-func compileCached(cc *compileCache, req *compileRequest) (*compiled, *Error) {
-	key := req.key()
-	if ent, ok := cc.get(key); ok {
-		return ent.c, ent.err
-	}
+// stats returns the number of entries and the bytes they are charged.
+func (cc *compileCache) stats() (entries int, bytes int64) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.ll.Len(), cc.bytes
+}
+
+// compileHere compiles req in this process and caches the outcome. A
+// non-nil *Error is a link error (syntax, resolution, missing import).
+func compileHere(cc *compileCache, key string, req *compileRequest) (*compiled, *Error) {
 	cc.builds.Add(1)
 	c, err := compile(req)
 	if c != nil {
 		c.hash = key
 	}
-	cc.put(&cacheEntry{key: key, c: c, err: err})
+	cc.put(key, c, err)
 	return c, err
+}
+
+// checkProgram parses and compiles the bundle with goja, as a run will,
+// keeping the program. Workers do this right after compiling, under the
+// compile stack limit, so a bundle that a host goja parser could not
+// handle fails there.
+func (c *compiled) checkProgram() *Error {
+	if _, err := c.program(); err != nil {
+		return capError(&Error{Name: "SyntaxError", Message: safefmt.Error(err)})
+	}
+	return nil
 }
 
 var moduleExts = []string{".ts", ".tsx", ".js", ".mjs", ".json"}
@@ -328,7 +437,7 @@ func compile(req *compileRequest) (*compiled, *Error) {
 			e.Column = m.Location.Column + 1
 			e.Message = fmt.Sprintf("Line %d of %s: %s", e.Line, name, m.Text)
 		}
-		return nil, e
+		return nil, capError(e)
 	}
 	var js, mp []byte
 	for _, f := range res.OutputFiles {
@@ -395,13 +504,14 @@ func compile(req *compileRequest) (*compiled, *Error) {
 	}
 	code := "(async function(" + importsGlobal + "){\"use strict\";\n" + body + "\n})"
 
-	sm, err := parseSourceMap(mp)
-	if err != nil {
+	var mapSources struct {
+		Sources []string `json:"sources"`
+	}
+	if err := json.Unmarshal(mp, &mapSources); err != nil {
 		return nil, &Error{Name: "InternalError", Message: "sandbox: bad source map: " + err.Error()}
 	}
-	sm.lineOffset = 1
-	srcs := make([]string, len(sm.sources))
-	for i, s := range sm.sources {
+	srcs := make([]string, len(mapSources.Sources))
+	for i, s := range mapSources.Sources {
 		s = strings.TrimPrefix(s, esbNamespace+":")
 		if d, ok := display[s]; ok {
 			srcs[i] = d
@@ -411,5 +521,5 @@ func compile(req *compileRequest) (*compiled, *Error) {
 			srcs[i] = s
 		}
 	}
-	return &compiled{code: code, exports: exports, smap: sm, rawMap: mp, sources: srcs}, nil
+	return &compiled{code: code, exports: exports, rawMap: mp, sources: srcs}, nil
 }

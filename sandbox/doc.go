@@ -56,8 +56,42 @@
 // namespaces of values and host functions. TypeScript (the default
 // language) and module graphs are bundled by esbuild into one script that
 // runs inside an async function, so top-level await works in every module
-// of the graph. Bundles are cached by content hash in a bounded LRU
-// ([RunnerOptions.CacheSize]), so a repeated run skips esbuild.
+// of the graph. Bundles are cached by content hash in an LRU bounded by
+// entries ([RunnerOptions.CacheSize], default 256) and by bytes
+// ([RunnerOptions.CacheBytes], default 64 MiB, estimated from the bundle's
+// code and source map, plus 16 times the code for the goja program an
+// in-process runner keeps; a bundle whose program does not fit is kept
+// without it, and one that does not fit at all is not kept), so a repeated
+// run skips esbuild. Compile errors are cached too.
+//
+// # Compiling
+//
+// The entry source and the modules together may hold at most
+// [RunnerOptions.MaxSourceBytes] bytes (default [DefaultMaxSourceBytes],
+// 4 MiB; specifiers count too); a larger run ends at once with link_error
+// "SourceTooLarge", naming the limit. A source not in the cache is compiled
+// in a worker process, under the run's limits, never in the host: parsers
+// recurse, and nesting is not only brackets (unary operators, conditional
+// chains, arrow functions, new, templates, blocks all nest), so no count
+// made before parsing bounds their stack, and a Go stack overflow cannot
+// be recovered. The worker compiles with a 32 MiB goroutine stack limit
+// (several thousand levels of any kind of nesting fit), then parses and
+// compiles the bundle with goja under the same limit, so a bundle the host
+// accepts is one goja's parser has already handled with that stack. A
+// source that needs more stack kills the worker: the run ends with
+// link_error RangeError "Maximum call stack size exceeded while compiling"
+// (cached like other compile errors). A compile that needs more memory
+// than the run's limit (esbuild is quadratic on some inputs) ends with
+// status memory; Terminate, Timeout and the context kill a compiling
+// worker at once, as esbuild cannot be interrupted. The host keeps the
+// bundle in its cache and sends it to workers that do not hold it yet.
+// In worker mode the compile runs on the worker that then runs the code;
+// in in-process mode on a small pool of compile-only workers (at most
+// runtime.NumCPU at once, one kept warm). [RunnerOptions.CompileInHost]
+// compiles in the host instead, for trusted sources only; it is implied in
+// in-process mode where child processes are unavailable (js, wasip1).
+// Compile errors of a source not cached settle the [Run] once known, not
+// inside Start.
 //
 // # Values
 //
@@ -110,7 +144,7 @@
 // importing this one) and set [RunnerOptions.WorkerCommand].
 //
 // Limits in worker mode:
-//   - Memory: per run, the worker sets a Go memory limit, lowers its
+//   - Memory: per run (and per compile), the worker sets a Go memory limit, lowers its
 //     RLIMIT_DATA (on Linux) to its current size plus the run's limit plus
 //     headroom, and watches its heap; going over the limit interrupts the
 //     code (status memory). An allocation too large to attempt fails against
@@ -125,27 +159,70 @@
 //   - Stack: Options.MaxCallStackSize (default 10000 frames) bounds
 //     recursion, which fails with RangeError "Maximum call stack size
 //     exceeded".
-//   - Output: at most 10000 reports and 1000 log entries, and 16 MiB of
-//     both together, per run; report() past the limit throws.
-//   - Bridged calls: at most 1000 pending at a time per run; a call past
-//     that rejects with RangeError "Too many pending host calls".
-//   - Transfers: a result, or the arguments of one bridged call, may hold at
-//     most 64 MiB; larger ones fail with RangeError "Value too large to
-//     transfer", so sandbox code cannot make the host hold big copies.
 //
 // Any worker death (crash, OOM kill) settles its run — memory when the
 // worker ran out of memory, error "WorkerCrashed" otherwise — and never
 // reaches the host as a panic.
 //
+// # What reaches the host
+//
+// Everything a run hands the host is bounded, in both modes, so sandbox
+// code cannot make the host hold big copies. Sizes are measured as a cost
+// close to the memory of the Go value (16 bytes per scalar or element, 32
+// plus the key per object member, plus the bytes of strings and buffers):
+//   - Result: at most 64 MiB; larger fails with RangeError "Value too
+//     large to transfer".
+//   - Bridged calls: the arguments of one call at most 64 MiB, of all the
+//     calls the host has not answered yet at most 64 MiB together, and at
+//     most 1000 such calls; a call past a limit rejects with RangeError
+//     ("Value too large to transfer", "Too much data in pending host
+//     calls", "Too many pending host calls") and never reaches the host.
+//   - Output: at most 10000 reports and 1000 log entries, and 16 MiB of
+//     both together, per run; report() past the limit throws, a log entry
+//     past it is dropped.
+//   - Errors: texts are cut on a UTF-8 boundary, ending with "… [cut]":
+//     name to 256 bytes, message and stack to 64 KiB each, filename and
+//     specifier to 4 KiB. Texts are cut, not refused, as they only
+//     describe a failure; values, whose meaning cutting would change,
+//     fail instead.
+//
+// The host does not trust its workers: the engine enforces these limits
+// where the values are made, and the host checks them again on what it
+// reads. It refuses a frame longer than the largest an honest worker
+// sends (64 MiB plus 1 MiB, or 8 times MaxSourceBytes plus 1 MiB for a
+// compiled bundle) before allocating it, charges every value it decodes
+// against the 64 MiB budget before building it (so a frame of 8 million
+// nulls cannot become 128 MiB of Go values), and cuts error texts as it
+// decodes them. A worker that sends more than a run's limits allow, or
+// anything malformed, is killed and its run ends with error
+// "WorkerProtocolError".
+//
+// A [HostFunc] that panics rejects its call with "host function panicked:
+// <value>"; the value is formatted so that a String or Error method that
+// panics again cannot escape. A HostFunc that ends its goroutine with
+// runtime.Goexit rejects its call too.
+//
 // # In-process mode
 //
 // [ModeInProcess] runs the code in the host process: a trivial run costs
 // about 0.1 ms and a bridged call about 8 µs. It is for trusted code and for
-// platforms without child processes: termination and timeouts only
-// interrupt JavaScript (a run stuck in a builtin is reported terminated
-// after the grace period while its goroutine finishes on its own), and
-// memory limits are not enforced — a memory bomb such as
-// 'x'.repeat(2**40) can kill the whole process.
+// platforms without child processes. What it still protects: compiling
+// happens in a worker process as in worker mode (unless CompileInHost or
+// no child processes), so a deeply nested source cannot overflow the host's
+// stack, and goja's parser runs in the host only on a bundle a worker has
+// parsed with a 32 MiB stack (the host's own limit, 1 GB by default, must
+// stay well above that; see debug.SetMaxStack); what reaches the host is
+// bounded as described above; JavaScript recursion is bounded by
+// MaxCallStackSize; a panicking HostFunc is contained. What it does not
+// protect: termination and timeouts only interrupt JavaScript (a run stuck
+// in a builtin is reported terminated after the grace period while its
+// goroutine keeps a CPU until it finishes on its own), memory limits are
+// not enforced — a memory bomb such as 'x'.repeat(2**40) can kill the whole
+// process, and the memory of the realm and of goja's program for a large
+// bundle is host memory — and a goja bug reachable from JavaScript is a bug
+// in the host. With CompileInHost (or without child processes) a deeply
+// nested source kills the host; MaxSourceBytes only limits how much memory
+// the compile can take.
 //
 // # Concurrency
 //

@@ -13,6 +13,8 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // engineJob is one run as the engine sees it: a compiled bundle and
@@ -64,10 +66,11 @@ type engine struct {
 	// interrupt) or fail.
 	idle func() error
 
-	pendingCalls int // bridged calls not yet completed
+	pendingCalls int   // bridged calls not yet completed
+	pendingBytes int64 // cost of their arguments
 
 	reportCount int
-	outBytes    int
+	outBytes    int64
 	logCount    int
 
 	// captured intrinsics
@@ -79,15 +82,7 @@ type engine struct {
 	haveIntr                                 bool
 }
 
-const (
-	maxPendingCalls  = 1000
-	maxTransferBytes = 64 << 20 // a result or one call's arguments
-	tooLargeMsg      = "Value too large to transfer (limit 64 MiB)"
-	maxReports       = 10000
-	maxLogs          = 1000
-	maxOutputBytes   = 16 << 20
-	defaultMaxStack  = 10000
-)
+const defaultMaxStack = 10000
 
 var (
 	protosOnce sync.Once
@@ -155,17 +150,29 @@ func (e *engine) disableDynamicCode() error {
 	return g.DefineDataProperty("eval", evalThrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }
 
-// program returns the compiled goja program for c, compiling it once.
+// program returns the compiled goja program for c, compiling it once (or
+// every time, once dropProgram was called).
 func (c *compiled) program() (*goja.Program, error) {
-	c.progOnce.Do(func() {
-		ast, err := goja.Parse(bundleName, c.code, parser.WithDisableSourceMaps)
-		if err != nil {
-			c.progErr = err
-			return
-		}
-		c.prog, c.progErr = goja.CompileAST(ast, false)
-	})
+	if c.dropProg.Load() {
+		return parseProgram(c.code)
+	}
+	c.progOnce.Do(func() { c.prog, c.progErr = parseProgram(c.code) })
 	return c.prog, c.progErr
+}
+
+// dropProgram releases c's program and makes later runs parse the code
+// again. It must not be called while a run may be calling program.
+func (c *compiled) dropProgram() {
+	c.dropProg.Store(true)
+	c.prog = nil
+}
+
+func parseProgram(code string) (*goja.Program, error) {
+	ast, err := goja.Parse(bundleName, code, parser.WithDisableSourceMaps)
+	if err != nil {
+		return nil, err
+	}
+	return goja.CompileAST(ast, false)
 }
 
 func newEngine(job *engineJob, host engineHost) *engine {
@@ -247,7 +254,7 @@ func (e *engine) run() (out *outcome) {
 		e.queue = nil
 		e.mu.Unlock()
 		if r := recover(); r != nil {
-			out = &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: fmt.Sprintf("sandbox engine panic: %v", r)}}
+			out = &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: "sandbox engine panic: " + safefmt.Sprint(r)}}
 		}
 		if so := e.stopOutcome(); so != nil {
 			out = so
@@ -271,7 +278,7 @@ func (e *engine) run() (out *outcome) {
 	}
 	prog, err := e.job.code.program()
 	if err != nil {
-		return &outcome{status: StatusLinkError, err: &Error{Name: "SyntaxError", Message: err.Error()}}
+		return &outcome{status: StatusLinkError, err: capError(&Error{Name: "SyntaxError", Message: safefmt.Error(err)})}
 	}
 	wrapper, err := rt.RunProgram(prog)
 	if err != nil {
@@ -339,14 +346,14 @@ func (e *engine) run() (out *outcome) {
 	}
 	var val any
 	var xerr error
-	if ex := rt.Try(func() { val, xerr = e.fromJS(p2.Result(), 0, nil) }); ex != nil {
+	if ex := rt.Try(func() { val, _, xerr = e.export(p2.Result(), maxTransferBytes) }); ex != nil {
 		return e.rejected(ex.Value())
+	}
+	if errors.Is(xerr, errTooLarge) {
+		return &outcome{status: StatusError, err: &Error{Name: "RangeError", Message: tooLargeMsg}}
 	}
 	if xerr != nil {
 		return &outcome{status: StatusError, err: serializationError(xerr)}
-	}
-	if sizeOf(val) > maxTransferBytes {
-		return &outcome{status: StatusError, err: &Error{Name: "RangeError", Message: tooLargeMsg}}
 	}
 	return &outcome{status: StatusSuccess, value: val}
 }
@@ -385,7 +392,7 @@ func (e *engine) failure(err error) *outcome {
 	if errors.Is(err, errStopped) {
 		return &outcome{status: StatusTerminated, err: &Error{Name: "Terminated", Message: "Code execution terminated"}}
 	}
-	return &outcome{status: StatusError, err: &Error{Name: "Error", Message: err.Error()}}
+	return &outcome{status: StatusError, err: capError(&Error{Name: "Error", Message: safefmt.Error(err)})}
 }
 
 var bundlePosRE = regexp.MustCompile(regexp.QuoteMeta(bundleName) + `:(\d+):(\d+)(\(\d+\))?`)
@@ -394,7 +401,7 @@ var bundlePosRE = regexp.MustCompile(regexp.QuoteMeta(bundleName) + `:(\d+):(\d+
 // position does not map to user source.
 func (e *engine) mapPos(out *Error, line, col int) bool {
 	c := e.job.code
-	src, l, cl, ok := c.smap.lookup(line, col)
+	src, l, cl, ok := c.sourceMap().lookup(line, col)
 	if !ok || src >= len(c.sources) {
 		return false
 	}
@@ -429,6 +436,9 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	}); ex != nil {
 		out.Message = "uncaught exception"
 	}
+	// The texts are the code's to choose: cut them before working on them,
+	// and again after mapping positions, which may lengthen the stack.
+	capError(out)
 	if out.Stack != "" {
 		mapped := false
 		out.Stack = bundlePosRE.ReplaceAllStringFunc(out.Stack, func(m string) string {
@@ -449,7 +459,7 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	if out.Line > 0 {
 		out.Message = fmt.Sprintf("Line %d of %s: %s", out.Line, out.Filename, out.Message)
 	}
-	return &outcome{status: classify(out), err: out}
+	return &outcome{status: classify(out), err: capError(out)}
 }
 
 var memoryRE = regexp.MustCompile(`(?i)out of memory|heap|allocation failed|memory limit`)
@@ -598,18 +608,21 @@ func (e *engine) consoleLog(level string, args []goja.Value) {
 	}
 	e.logCount++
 	out := make([]any, len(args))
-	size := 0
+	budget := maxOutputBytes - e.outBytes
+	size := int64(costSlice)
 	for i, a := range args {
-		v, err := e.fromJS(a, 0, nil)
-		if err != nil {
-			v = a.String()
+		v, n, err := e.export(a, budget-size)
+		if err != nil && !errors.Is(err, errTooLarge) {
+			// Not transferable: logged as its text.
+			s := a.String()
+			v, n = s, valueCost(s)
 		}
 		out[i] = v
-		size += sizeOf(v)
-	}
-	if e.outBytes+size > maxOutputBytes {
-		e.outBytes = maxOutputBytes // the budget is spent: drop this and later entries
-		return
+		size += n
+		if err != nil && errors.Is(err, errTooLarge) || size > budget {
+			e.outBytes = maxOutputBytes // the budget is spent: drop this and later entries
+			return
+		}
 	}
 	e.outBytes += size
 	e.host.log(LogEntry{Level: level, Args: out, Timestamp: time.Now()})
@@ -619,55 +632,20 @@ func (e *engine) doReport(a goja.Value) {
 	if e.settled {
 		return
 	}
+	limitMsg := fmt.Sprintf("Report limit exceeded (%d reports or %d bytes per run)", maxReports, maxOutputBytes)
 	if e.reportCount >= maxReports || e.outBytes >= maxOutputBytes {
-		e.throw("RangeError", fmt.Sprintf("Report limit exceeded (%d reports or %d bytes per run)", maxReports, maxOutputBytes))
+		e.throw("RangeError", limitMsg)
 	}
-	v, err := e.fromJS(a, 0, nil)
+	v, size, err := e.export(a, maxOutputBytes-e.outBytes)
+	if errors.Is(err, errTooLarge) {
+		e.throw("RangeError", limitMsg)
+	}
 	if err != nil {
 		e.throw("SerializationError", strings.TrimPrefix(err.Error(), "SerializationError: "))
-	}
-	size := sizeOf(v)
-	if e.outBytes+size > maxOutputBytes {
-		e.throw("RangeError", fmt.Sprintf("Report limit exceeded (%d reports or %d bytes per run)", maxReports, maxOutputBytes))
 	}
 	e.reportCount++
 	e.outBytes += size
 	e.host.report(v)
-}
-
-// sizeOf estimates the bytes a canonical value occupies.
-func sizeOf(v any) int {
-	switch x := v.(type) {
-	case string:
-		return len(x) + 16
-	case []any:
-		n := 16
-		for _, e := range x {
-			n += sizeOf(e)
-		}
-		return n
-	case map[string]any:
-		n := 16
-		for k, e := range x {
-			n += len(k) + sizeOf(e)
-		}
-		return n
-	case Map:
-		n := 16
-		for _, e := range x {
-			n += sizeOf(e.Key) + sizeOf(e.Value)
-		}
-		return n
-	case Set:
-		return sizeOf([]any(x))
-	case []byte:
-		return len(x) + 16
-	case ArrayBuffer:
-		return len(x) + 16
-	case TypedArray:
-		return len(x.Data) + 16
-	}
-	return 16
 }
 
 // bridge makes the JS function for host function id.
@@ -679,30 +657,45 @@ func (e *engine) bridge(id int) goja.Value {
 			_ = reject(e.newError("BridgeUnavailable", "Bridge is unavailable: the run has finished"))
 			return rt.ToValue(p)
 		}
+		if e.pendingCalls >= maxPendingCalls {
+			_ = reject(e.newError("RangeError", fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)))
+			return rt.ToValue(p)
+		}
+		// A call's arguments may cost maxTransferBytes, and those of all
+		// pending calls together maxPendingCallBytes.
+		budget := int64(maxTransferBytes)
+		pendingLimited := false
+		if room := maxPendingCallBytes - e.pendingBytes; room < budget {
+			budget, pendingLimited = room, true
+		}
 		args := make([]any, len(call.Arguments))
+		cost := int64(costSlice)
 		for i, a := range call.Arguments {
-			v, err := e.fromJS(a, 0, nil)
+			v, n, err := e.export(a, budget-cost)
+			if errors.Is(err, errTooLarge) {
+				if pendingLimited {
+					_ = reject(e.newError("RangeError", fmt.Sprintf("Too much data in pending host calls (limit %d MiB): await some before making more", maxPendingCallBytes>>20)))
+				} else {
+					_ = reject(e.newError("RangeError", tooLargeMsg))
+				}
+				return rt.ToValue(p)
+			}
 			if err != nil {
 				se := serializationError(err)
 				_ = reject(e.newError(se.Name, se.Message))
 				return rt.ToValue(p)
 			}
 			args[i] = v
-		}
-		if sizeOf(args) > maxTransferBytes {
-			_ = reject(e.newError("RangeError", tooLargeMsg))
-			return rt.ToValue(p)
-		}
-		if e.pendingCalls >= maxPendingCalls {
-			_ = reject(e.newError("RangeError", fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)))
-			return rt.ToValue(p)
+			cost += n
 		}
 		e.pendingCalls++
+		e.pendingBytes += cost
 		var once sync.Once
 		e.host.call(id, args, func(v any, herr *Error) {
 			once.Do(func() {
 				e.post(func() error {
 					e.pendingCalls--
+					e.pendingBytes -= cost
 					if herr != nil {
 						return reject(e.newError(herr.Name, herr.Message))
 					}
@@ -818,46 +811,85 @@ func (e *engine) toJS(v any) (goja.Value, error) {
 	return nil, notTransferable(fmt.Sprintf("%T", v))
 }
 
-// fromJS copies a JS value out as a canonical value. It may run user code
-// (getters), so outside JS it must be called inside Runtime.Try.
-func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (any, error) {
+var errTooLarge = errors.New("value too large")
+
+// exporter copies JS values out as canonical values, charging each the
+// cost valueCost gives it against a budget and failing with errTooLarge
+// before going over it, so that copying out never builds more than the
+// budget allows.
+type exporter struct {
+	e      *engine
+	budget int64
+	seen   map[*goja.Object]bool
+}
+
+func (x *exporter) charge(n int64) error {
+	if n > x.budget {
+		return errTooLarge
+	}
+	x.budget -= n
+	return nil
+}
+
+// export copies v out within budget and returns the copy and its cost. It
+// may run user code (getters), so outside JS it must be called inside
+// Runtime.Try.
+func (e *engine) export(v goja.Value, budget int64) (any, int64, error) {
+	if budget < 0 {
+		budget = 0
+	}
+	x := &exporter{e: e, budget: budget}
+	out, err := x.value(v, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, budget - x.budget, nil
+}
+
+func (x *exporter) value(v goja.Value, depth int) (any, error) {
+	e := x.e
 	if v == nil || goja.IsUndefined(v) {
-		return Undefined, nil
+		return Undefined, x.charge(costScalar)
 	}
 	if goja.IsNull(v) {
-		return nil, nil
+		return nil, x.charge(costScalar)
 	}
 	if _, ok := v.(*goja.Symbol); ok {
 		return nil, notTransferable("symbol")
 	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
-		switch x := v.Export().(type) {
-		case bool, string:
-			return x, nil
+		switch val := v.Export().(type) {
+		case bool:
+			return val, x.charge(costScalar)
+		case string:
+			return val, x.charge(costString + int64(len(val)))
 		case int64:
-			return float64(x), nil
+			return float64(val), x.charge(costScalar)
 		case float64:
-			if math.IsNaN(x) || math.IsInf(x, 0) {
+			if math.IsNaN(val) || math.IsInf(val, 0) {
 				return nil, notTransferable("non-finite number")
 			}
-			return x, nil
+			return val, x.charge(costScalar)
 		case *big.Int:
-			return new(big.Int).Set(x), nil
+			if err := x.charge(costBigInt + int64((val.BitLen()+7)/8)); err != nil {
+				return nil, err
+			}
+			return new(big.Int).Set(val), nil
 		}
 		return nil, notTransferable(v.ExportType().String())
 	}
 	if depth > maxDepth {
 		return nil, notTransferable("nesting too deep")
 	}
-	if seen == nil {
-		seen = map[*goja.Object]bool{}
+	if x.seen == nil {
+		x.seen = map[*goja.Object]bool{}
 	}
-	if seen[obj] {
+	if x.seen[obj] {
 		return nil, notTransferable("cyclic value")
 	}
-	seen[obj] = true
-	defer delete(seen, obj)
+	x.seen[obj] = true
+	defer delete(x.seen, obj)
 	proto := obj.Prototype()
 	cls := obj.ClassName()
 	if cls != "Array" && !(cls == "Object" && (proto == nil || proto == e.objectProto)) {
@@ -865,24 +897,40 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 	}
 	switch {
 	case cls == "Array":
-		n := int(obj.Get("length").ToInteger())
+		n := obj.Get("length").ToInteger()
+		if n < 0 || n*costScalar > x.budget {
+			return nil, errTooLarge
+		}
+		if err := x.charge(costSlice); err != nil {
+			return nil, err
+		}
 		out := make([]any, n)
-		for i := 0; i < n; i++ {
-			x, err := e.fromJS(obj.Get(strconv.Itoa(i)), depth+1, seen)
+		for i := range out {
+			el, err := x.value(obj.Get(strconv.Itoa(i)), depth+1)
 			if err != nil {
 				return nil, err
 			}
-			out[i] = x
+			out[i] = el
 		}
 		return out, nil
 	case cls == "Object" && (proto == nil || proto == e.objectProto):
-		out := map[string]any{}
-		for _, k := range obj.Keys() {
-			x, err := e.fromJS(obj.Get(k), depth+1, seen)
+		if err := x.charge(costObject); err != nil {
+			return nil, err
+		}
+		keys := obj.Keys()
+		if int64(len(keys))*(costMember+costScalar) > x.budget {
+			return nil, errTooLarge
+		}
+		out := make(map[string]any, len(keys))
+		for _, k := range keys {
+			if err := x.charge(costMember + int64(len(k))); err != nil {
+				return nil, err
+			}
+			el, err := x.value(obj.Get(k), depth+1)
 			if err != nil {
 				return nil, err
 			}
-			out[k] = x
+			out[k] = el
 		}
 		return out, nil
 	case cls == "Date":
@@ -894,20 +942,23 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 		if math.IsNaN(ms) {
 			return nil, notTransferable("invalid Date")
 		}
-		return t.UTC(), nil
+		return t.UTC(), x.charge(costDate)
 	case proto == e.mapProto && e.mapForEach != nil:
+		if err := x.charge(costSlice); err != nil {
+			return nil, err
+		}
 		var out Map
 		var ierr error
 		_, err := e.mapForEach(obj, e.rt.ToValue(func(c goja.FunctionCall) goja.Value {
 			if ierr != nil {
 				return goja.Undefined()
 			}
-			k, err := e.fromJS(c.Argument(1), depth+1, seen)
+			k, err := x.value(c.Argument(1), depth+1)
 			if err != nil {
 				ierr = err
 				return goja.Undefined()
 			}
-			val, err := e.fromJS(c.Argument(0), depth+1, seen)
+			val, err := x.value(c.Argument(0), depth+1)
 			if err != nil {
 				ierr = err
 				return goja.Undefined()
@@ -926,18 +977,21 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 		}
 		return out, nil
 	case proto == e.setProto && e.setForEach != nil:
+		if err := x.charge(costSlice); err != nil {
+			return nil, err
+		}
 		var out Set
 		var ierr error
 		_, err := e.setForEach(obj, e.rt.ToValue(func(c goja.FunctionCall) goja.Value {
 			if ierr != nil {
 				return goja.Undefined()
 			}
-			x, err := e.fromJS(c.Argument(0), depth+1, seen)
+			el, err := x.value(c.Argument(0), depth+1)
 			if err != nil {
 				ierr = err
 				return goja.Undefined()
 			}
-			out = append(out, x)
+			out = append(out, el)
 			return goja.Undefined()
 		}))
 		if err == nil {
@@ -957,12 +1011,21 @@ func (e *engine) fromJS(v goja.Value, depth int, seen map[*goja.Object]bool) (an
 			return nil, notTransferable(name)
 		}
 		if name == "Uint8Array" {
+			if err := x.charge(costBytes + int64(len(b))); err != nil {
+				return nil, err
+			}
 			return append([]byte{}, b...), nil
+		}
+		if err := x.charge(costTyped + int64(len(name)) + int64(len(b))); err != nil {
+			return nil, err
 		}
 		return TypedArray{Type: name, Data: append([]byte{}, b...)}, nil
 	}
 	if proto == e.abProto {
 		if ab, ok := obj.Export().(goja.ArrayBuffer); ok {
+			if err := x.charge(costBytes + int64(len(ab.Bytes()))); err != nil {
+				return nil, err
+			}
 			return ArrayBuffer(append([]byte{}, ab.Bytes()...)), nil
 		}
 	}

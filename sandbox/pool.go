@@ -27,10 +27,12 @@ type workerPool struct {
 	live     map[*workerProc]struct{} // every running worker process
 	slots    chan struct{}            // one per run executing on a worker
 	runID    atomic.Uint64
+	maxFrame int // longest frame accepted from a worker
 }
 
-func newWorkerPool(opts *RunnerOptions) *workerPool {
-	return &workerPool{opts: opts, live: map[*workerProc]struct{}{}, slots: make(chan struct{}, opts.MaxWorkers)}
+func newWorkerPool(opts *RunnerOptions, maxWorkers int) *workerPool {
+	return &workerPool{opts: opts, live: map[*workerProc]struct{}{}, slots: make(chan struct{}, maxWorkers),
+		maxFrame: maxFrameFromWorker(opts.MaxSourceBytes)}
 }
 
 func (p *workerPool) close() {
@@ -122,9 +124,18 @@ type workerProc struct {
 	dead  atomic.Bool
 	runs  int // guarded by being owned by one run at a time
 
-	mu  sync.Mutex
-	cur *workerRun
+	mu    sync.Mutex
+	cur   *workerRun
+	holds map[string]bool // bundles the worker has been sent or has compiled
 }
+
+// Phases of a run on a worker.
+const (
+	phaseStarting int32 = iota
+	phaseCompiling
+	phaseCompileKilled // terminated while compiling: the worker is being killed
+	phaseRunning
+)
 
 type workerRun struct {
 	id      uint64
@@ -133,6 +144,23 @@ type workerRun struct {
 	memory  int64
 	killed  atomic.Pointer[outcome]
 	release func() // frees the run's slot; safe to call more than once
+	phase   atomic.Int32
+
+	compiled chan *frame   // the compiled frame, while compiling
+	cache    *compileCache // where a compile's outcome goes
+	key      string
+
+	// What the worker has sent for this run, checked against the limits
+	// the engine keeps (a worker that exceeds them is not trusted).
+	mu           sync.Mutex
+	spec         *runSpec    // the run frame, resent with bundle on need
+	bundle       *bundleSpec // the bundle for a resend
+	needs        int
+	pendingCalls int
+	pendingBytes int64
+	reports      int
+	logs         int
+	outBytes     int64
 }
 
 func (p *workerPool) spawn() (*workerProc, error) {
@@ -147,7 +175,7 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
 	cmd.SysProcAttr = workerSysProcAttr()
-	w := &workerProc{pool: p, cmd: cmd}
+	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}}
 	var ctrlR *os.File
 	if runtime.GOOS != "windows" {
 		r, wr, err := os.Pipe()
@@ -227,14 +255,50 @@ func (w *workerProc) current(id uint64) *workerRun {
 	return nil
 }
 
+func (w *workerProc) holdsBundle(hash string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holds[hash]
+}
+
+func (w *workerProc) setHolds(hash string, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ok && len(w.holds) >= 1024 {
+		clear(w.holds) // the worker's own cache is smaller; need frames fill the gaps
+	}
+	if ok {
+		w.holds[hash] = true
+	} else {
+		delete(w.holds, hash)
+	}
+}
+
+// violation ends the worker's current run with a protocol error and kills
+// the worker: it sent something an honest worker never sends.
+func (w *workerProc) violation(msg string) {
+	w.mu.Lock()
+	wr := w.cur
+	w.mu.Unlock()
+	if wr != nil {
+		wr.killed.CompareAndSwap(nil, &outcome{status: StatusError, err: &Error{Name: "WorkerProtocolError", Message: "sandbox: the worker broke the protocol: " + msg}})
+	}
+	w.pool.opts.Logger.Warn("sandbox: worker broke the protocol; killing it", "err", msg)
+	w.kill()
+}
+
 // readLoop reads the worker's frames. One goroutine reads at a time: on a
 // bridged call the reader hands the reading role to a new goroutine and
 // serves the call itself, so the result goes back without waiting for
 // another goroutine to be scheduled, and calls still run concurrently.
+// A frame over its limit or malformed ends the worker.
 func (w *workerProc) readLoop(r *bufio.Reader) {
 	for {
-		f, err := readFrame(r)
+		f, err := readFrame(r, w.pool.maxFrame, maxTransferBytes)
 		if err != nil {
+			if errors.Is(err, errFrameTooLarge) || errors.Is(err, errFrameBudget) || errors.Is(err, errBadFrame) {
+				w.violation(err.Error())
+			}
 			break
 		}
 		wr := w.current(f.ID)
@@ -242,13 +306,37 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 			continue
 		}
 		if f.T == frCall {
+			if msg := wr.admitCall(f); msg != "" {
+				w.violation(msg)
+				break
+			}
 			go w.readLoop(r)
 			w.serveCall(wr, f)
 			return
 		}
-		w.dispatch(wr, f)
+		if msg := w.dispatch(wr, f); msg != "" {
+			w.violation(msg)
+			break
+		}
 	}
 	w.exited()
+}
+
+// admitCall counts a bridged call against the run's limits; it returns
+// what was exceeded, or "".
+func (wr *workerRun) admitCall(f *frame) string {
+	cost := valuesCost(f.Args)
+	wr.mu.Lock()
+	defer wr.mu.Unlock()
+	if wr.phase.Load() != phaseRunning {
+		return "a host call outside a run"
+	}
+	if wr.pendingCalls >= maxPendingCalls || wr.pendingBytes+cost > maxPendingCallBytes || cost > maxTransferBytes {
+		return "too many or too large pending host calls"
+	}
+	wr.pendingCalls++
+	wr.pendingBytes += cost
+	return ""
 }
 
 // serveCall runs a bridged host function and sends its result.
@@ -257,10 +345,16 @@ func (w *workerProc) serveCall(wr *workerRun, f *frame) {
 	if f.Fn >= 0 && f.Fn < len(wr.funcs) {
 		fn = wr.funcs[f.Fn].fn
 	}
-	v, herr := invokeHost(wr.run, fn, f.Args)
-	if w.current(wr.id) != nil {
-		_ = w.send(&frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v})
-	}
+	cost := valuesCost(f.Args)
+	callHost(wr.run, fn, f.Args, func(v any, herr *Error) {
+		wr.mu.Lock()
+		wr.pendingCalls--
+		wr.pendingBytes -= cost
+		wr.mu.Unlock()
+		if w.current(wr.id) != nil {
+			_ = w.send(&frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v})
+		}
+	})
 }
 
 // exited handles the end of the worker process.
@@ -287,13 +381,29 @@ func (w *workerProc) exited() {
 	}
 	tail := w.tail.String()
 	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
+	compiling := wr.phase.Load() == phaseCompiling
 	switch {
 	case looksLikeMemoryFailure(tail) || isKilled(waitErr):
-		wr.run.settle(&outcome{status: StatusMemory, err: memoryError(wr.memory)})
-	case strings.Contains(tail, "stack exceeds"):
+		e := memoryError(wr.memory)
+		if compiling {
+			e.Message += " while compiling"
+		}
+		wr.run.settle(&outcome{status: StatusMemory, err: e})
+	case compiling && looksLikeStackOverflow(tail):
+		// Deterministic for the source: cache it like any link error.
+		lerr := &Error{Name: "RangeError", Message: "Maximum call stack size exceeded while compiling: the source is nested too deeply"}
+		if wr.cache != nil {
+			wr.cache.put(wr.key, nil, lerr)
+		}
+		e := *lerr
+		wr.run.settle(&outcome{status: StatusLinkError, err: &e})
+	case looksLikeStackOverflow(tail):
 		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "RangeError", Message: "Maximum call stack size exceeded"}})
 	default:
 		msg := "sandbox worker exited unexpectedly"
+		if compiling {
+			msg += " while compiling"
+		}
 		if waitErr != nil {
 			msg += ": " + waitErr.Error()
 		}
@@ -304,19 +414,26 @@ func (w *workerProc) exited() {
 	}
 }
 
+func looksLikeStackOverflow(tail string) bool {
+	return strings.Contains(tail, "stack exceeds") || strings.Contains(tail, "fatal error: stack overflow")
+}
+
 // looksLikeMemoryFailure reports whether a worker's dying words point at
 // memory exhaustion. A Go runtime that fails to map memory under
 // RLIMIT_DATA says "out of memory" or "cannot allocate memory" when the
 // failing mapping is a heap allocation, but may instead fault (SIGSEGV) in
 // its allocator or collector when it is a small metadata mapping; both are
-// reported as StatusMemory. (A race-enabled worker's ThreadSanitizer says
-// "failed to allocate ... (errno: 12)".)
+// reported as StatusMemory. So is a fault at a pc outside Go code ("unknown
+// pc"): the worker runs no foreign code, and such faults were seen only
+// when the runtime could not map memory. (A race-enabled worker's
+// ThreadSanitizer says "failed to allocate ... (errno: 12)".)
 func looksLikeMemoryFailure(stderr string) bool {
 	if strings.Contains(stderr, "out of memory") || strings.Contains(stderr, "cannot allocate memory") ||
-		strings.Contains(stderr, "failed to allocate") || strings.Contains(stderr, "errno: 12") {
+		strings.Contains(stderr, "failed to allocate") || strings.Contains(stderr, "errno: 12") ||
+		strings.Contains(stderr, "unknown pc") {
 		return true
 	}
-	if !strings.Contains(stderr, "SIGSEGV") && !strings.Contains(stderr, "unknown pc") {
+	if !strings.Contains(stderr, "SIGSEGV") {
 		return false
 	}
 	for _, f := range []string{"runtime.mallocgc", "runtime.(*mheap)", "runtime.persistentalloc", "runtime.gcDrain",
@@ -339,22 +456,74 @@ func isKilled(err error) bool {
 func lastLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if strings.HasPrefix(l, "fatal error:") || strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "runtime:") {
-			return strings.TrimSpace(l)
+			return strings.TrimSpace(cutText(l, 512))
 		}
 	}
 	return ""
 }
 
-func (w *workerProc) dispatch(wr *workerRun, f *frame) {
+var logLevels = map[string]bool{"log": true, "info": true, "warn": true, "error": true, "debug": true, "trace": true}
+
+var statuses = map[Status]bool{StatusSuccess: true, StatusError: true, StatusLinkError: true, StatusMemory: true, StatusTerminated: true}
+
+// dispatch handles a frame of the current run other than a call. It
+// returns a description of what was wrong when the frame breaks the
+// protocol or the run's limits, or "".
+func (w *workerProc) dispatch(wr *workerRun, f *frame) string {
+	phase := wr.phase.Load()
 	switch f.T {
+	case frCompiled:
+		if phase != phaseCompiling {
+			return "a compiled frame outside a compile"
+		}
+		select {
+		case wr.compiled <- f:
+		default:
+			return "a second compiled frame"
+		}
+	case frNeed:
+		wr.mu.Lock()
+		wr.needs++
+		spec, b, needs := wr.spec, wr.bundle, wr.needs
+		wr.mu.Unlock()
+		if phase != phaseRunning || spec == nil || needs > 1 {
+			return "an unexpected need frame"
+		}
+		again := *spec
+		again.Bundle = b
+		w.setHolds(spec.Hash, true)
+		go func() { _ = w.send(&frame{T: frRun, ID: wr.id, Run: &again}) }()
 	case frReport:
+		cost := valueCost(f.V)
+		wr.mu.Lock()
+		wr.reports++
+		wr.outBytes += cost
+		bad := phase != phaseRunning || wr.reports > maxReports || wr.outBytes > maxOutputBytes
+		wr.mu.Unlock()
+		if bad {
+			return "reports over the run's limits"
+		}
 		wr.run.addReport(f.V)
 	case frLog:
+		cost := valuesCost(f.Args)
+		wr.mu.Lock()
+		wr.logs++
+		wr.outBytes += cost
+		bad := phase != phaseRunning || wr.logs > maxLogs || wr.outBytes > maxOutputBytes || !logLevels[f.Lvl]
+		wr.mu.Unlock()
+		if bad {
+			return "logs over the run's limits"
+		}
 		wr.run.addLog(LogEntry{Level: f.Lvl, Args: f.Args, Timestamp: time.Unix(0, f.TS)})
 	case frDone:
+		if phase != phaseRunning || !statuses[f.St] {
+			return "an unexpected done frame"
+		}
 		o := &outcome{status: f.St, err: f.Err}
 		if f.St == StatusSuccess {
 			o.value = f.V
+		} else if o.err == nil {
+			o.err = &Error{Name: "Error", Message: "sandbox: the run failed without an error"}
 		}
 		w.mu.Lock()
 		w.cur = nil
@@ -368,73 +537,212 @@ func (w *workerProc) dispatch(wr *workerRun, f *frame) {
 		if f.St == StatusMemory || wr.killed.Load() != nil {
 			// The worker may hold a large heap or a runaway goroutine: retire it.
 			w.stop()
-			return
+			return ""
 		}
 		w.pool.put(w)
+	default:
+		return fmt.Sprintf("a frame of type %d from the worker", f.T)
+	}
+	return ""
+}
+
+// trySlot takes a slot if one is free at once.
+func (p *workerPool) trySlot() bool {
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
 	}
 }
 
-// start runs p on a pooled worker; it returns at once.
-func (p *workerPool) start(run *Run, pr *prepared) {
-	// While it waits for a slot, a terminated run settles at once.
-	run.setTerminator(run.settle)
-	go func() {
+// begin waits for a slot (unless haveSlot) and a worker for run and makes
+// the run the worker's current one. ok is false when the run settled
+// meanwhile or no worker could be had (the run is then settled).
+func (p *workerPool) begin(run *Run, pr *prepared, cache *compileCache, haveSlot bool) (*workerProc, *workerRun, bool) {
+	if !haveSlot {
 		select {
 		case p.slots <- struct{}{}:
 		case <-run.done:
-			return
+			return nil, nil, false
 		}
-		release := sync.OnceFunc(func() { <-p.slots })
-		if run.isSettled() {
-			release()
-			return
-		}
-		w, err := p.get()
-		if err != nil {
-			release()
-			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
-			return
-		}
-		c := pr.job.code
-		wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory, release: release}
-		spec := &runSpec{Hash: c.hash, Code: c.code, Map: c.rawMap, Sources: c.sources, Exports: c.exports,
-			Entry: pr.job.entry, Args: pr.job.args, Globals: pr.job.globals, Imports: pr.job.imports,
-			Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
-		w.tail.reset() // what the worker prints from now on is about this run
-		w.mu.Lock()
-		w.cur = wr
-		w.mu.Unlock()
-		if err := w.send(&frame{T: frRun, ID: wr.id, Run: spec}); err != nil {
-			wr.killed.Store(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending run to worker: " + err.Error()}})
+	}
+	release := sync.OnceFunc(func() { <-p.slots })
+	if run.isSettled() {
+		release()
+		return nil, nil, false
+	}
+	w, err := p.get()
+	if err != nil {
+		release()
+		run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
+		return nil, nil, false
+	}
+	wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory, release: release, cache: cache, key: pr.key}
+	w.tail.reset() // what the worker prints from now on is about this run
+	w.mu.Lock()
+	w.cur = wr
+	w.mu.Unlock()
+	return w, wr, true
+}
+
+// finish ends w's part in wr when w is healthy and idle again: the slot is
+// freed and w goes back to the pool.
+func (w *workerProc) finish(wr *workerRun) {
+	w.mu.Lock()
+	if w.cur == wr {
+		w.cur = nil
+	}
+	w.mu.Unlock()
+	wr.release()
+	w.pool.put(w)
+}
+
+// compile has w compile pr's source for wr, under the run's memory limit,
+// caching the outcome. It returns true when the bundle is ready and bound
+// to pr; otherwise the run has settled (link error, termination, the
+// worker's death) and w is no longer the run's.
+func (w *workerProc) compile(wr *workerRun, pr *prepared, cache *compileCache) bool {
+	run := wr.run
+	wr.compiled = make(chan *frame, 1)
+	wr.phase.Store(phaseCompiling)
+	// esbuild cannot be interrupted: terminating a compile kills the
+	// worker (and exited settles the run). The phase decides between a
+	// termination and the compile's end: whichever moves it first wins;
+	// a termination that comes later settles the run before it starts.
+	run.setTerminator(func(o *outcome) {
+		if wr.phase.CompareAndSwap(phaseCompiling, phaseCompileKilled) {
+			wr.killed.CompareAndSwap(nil, o)
 			w.kill()
 			return
 		}
-		grace := p.opts.TerminateGrace
-		stop := func(o *outcome) {
-			// Arm the kill first: the writes below may block if the worker
-			// stopped reading. The worker is done with the run once it is
-			// no longer its current run (done frame or death).
-			time.AfterFunc(grace, func() {
-				if w.current(wr.id) == nil {
-					return
-				}
-				if wr.killed.CompareAndSwap(nil, o) {
-					w.kill()
-				}
-			})
-			// The control pipe interrupts running JavaScript; the copy on
-			// stdin wakes an engine waiting for bridged results (stdin may
-			// be full of results the code never waited for, so do not wait).
-			_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
-			go func() { _ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err}) }()
+		run.settle(o)
+	})
+	if run.isSettled() {
+		// Terminated before the compile was sent; the worker is clean.
+		if wr.phase.CompareAndSwap(phaseCompiling, phaseStarting) {
+			w.finish(wr)
 		}
-		run.setTerminator(stop)
-		if run.isSettled() {
-			// Terminated (by the waiting-room terminator) while starting.
-			r, _ := run.Result()
-			stop(&outcome{status: StatusTerminated, err: r.Error})
+		return false
+	}
+	cache.builds.Add(1)
+	if err := w.send(&frame{T: frCompile, ID: wr.id, Comp: pr.req.spec(pr.key, pr.memory)}); err != nil {
+		wr.killed.CompareAndSwap(nil, &outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending source to worker: " + err.Error()}})
+		w.kill()
+		return false
+	}
+	var f *frame
+	select {
+	case f = <-wr.compiled:
+	case <-run.done:
+		return false // the worker is being killed; exited settles and cleans up
+	}
+	if !wr.phase.CompareAndSwap(phaseCompiling, phaseStarting) {
+		return false // terminated meanwhile: as above
+	}
+	run.setTerminator(run.settle)
+	if f.Err != nil {
+		cache.put(pr.key, nil, f.Err)
+		e := *f.Err
+		w.finish(wr)
+		run.settle(&outcome{status: StatusLinkError, err: &e})
+		return false
+	}
+	if f.Bund == nil {
+		w.violation("a compiled frame without a bundle")
+		return false
+	}
+	c := compiledFromSpec(pr.key, f.Bund)
+	cache.put(pr.key, c, nil)
+	w.setHolds(pr.key, true)
+	if lerr := pr.bind(c); lerr != nil {
+		w.finish(wr)
+		run.settle(&outcome{status: StatusLinkError, err: lerr})
+		return false
+	}
+	return true
+}
+
+// compileOnly compiles pr's source on one of the pool's workers (used by
+// in-process runners, whose runs execute in the host). It returns true
+// when pr is ready to run; otherwise the run has settled.
+func (p *workerPool) compileOnly(run *Run, pr *prepared, cache *compileCache) bool {
+	w, wr, ok := p.begin(run, pr, cache, false)
+	if !ok {
+		return false
+	}
+	if !w.compile(wr, pr, cache) {
+		return false
+	}
+	w.finish(wr)
+	return true
+}
+
+// start runs pr on a pooled worker, compiling it there first when its
+// bundle is not cached; it returns at once.
+func (p *workerPool) start(run *Run, pr *prepared, cache *compileCache) {
+	// While it waits for a slot, a terminated run settles at once.
+	run.setTerminator(run.settle)
+	// A slot free now is taken now, so runs started one after another get
+	// free slots in that order.
+	haveSlot := p.trySlot()
+	go func() {
+		w, wr, ok := p.begin(run, pr, cache, haveSlot)
+		if !ok {
+			return
 		}
+		if pr.job.code == nil && !w.compile(wr, pr, cache) {
+			return
+		}
+		w.execute(wr, pr)
 	}()
+}
+
+// execute sends the run to w and arranges for its termination.
+func (w *workerProc) execute(wr *workerRun, pr *prepared) {
+	run := wr.run
+	c := pr.job.code
+	spec := &runSpec{Hash: c.hash, Entry: pr.job.entry, Args: pr.job.args, Globals: pr.job.globals, Imports: pr.job.imports,
+		Report: pr.job.report, MaxStack: pr.job.maxStack, Memory: pr.memory}
+	b := c.spec()
+	if !w.holdsBundle(c.hash) {
+		spec.Bundle = b
+	}
+	wr.mu.Lock()
+	wr.spec, wr.bundle = spec, b
+	wr.mu.Unlock()
+	wr.phase.Store(phaseRunning)
+	if err := w.send(&frame{T: frRun, ID: wr.id, Run: spec}); err != nil {
+		wr.killed.CompareAndSwap(nil, &outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending run to worker: " + err.Error()}})
+		w.kill()
+		return
+	}
+	w.setHolds(c.hash, true)
+	grace := w.pool.opts.TerminateGrace
+	stop := func(o *outcome) {
+		// Arm the kill first: the writes below may block if the worker
+		// stopped reading. The worker is done with the run once it is
+		// no longer its current run (done frame or death).
+		time.AfterFunc(grace, func() {
+			if w.current(wr.id) == nil {
+				return
+			}
+			if wr.killed.CompareAndSwap(nil, o) {
+				w.kill()
+			}
+		})
+		// The control pipe interrupts running JavaScript; the copy on
+		// stdin wakes an engine waiting for bridged results (stdin may
+		// be full of results the code never waited for, so do not wait).
+		_ = w.sendCtrl(&frame{T: frTerm, ID: wr.id, Err: o.err})
+		go func() { _ = w.send(&frame{T: frTerm, ID: wr.id, Err: o.err}) }()
+	}
+	run.setTerminator(stop)
+	if run.isSettled() {
+		// Terminated (by the waiting-room terminator) while starting.
+		r, _ := run.Result()
+		stop(&outcome{status: StatusTerminated, err: r.Error})
+	}
 }
 
 // tailBuffer keeps the first 16 KiB written to it. It is safe for

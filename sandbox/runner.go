@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // Status is how a run ended. It is a plain string value, safe for
@@ -150,9 +152,20 @@ const (
 // init serves the worker protocol on stdin/stdout and exits.
 const WorkerEnv = "TOOLRUN_SANDBOX_WORKER"
 
+// Defaults of [RunnerOptions] fields.
+const (
+	// DefaultMaxSourceBytes is the default of RunnerOptions.MaxSourceBytes:
+	// 4 MiB of entry source and modules together.
+	DefaultMaxSourceBytes = 4 << 20
+	// DefaultCacheBytes is the default of RunnerOptions.CacheBytes: 64 MiB
+	// of compiled bundles.
+	DefaultCacheBytes = 64 << 20
+)
+
 // RunnerOptions configures a [Runner]. The zero value (and nil) is worker
-// mode with a pool of 2, a 256 MiB memory limit and no timeout. New copies
-// it; do not mutate it concurrently with New.
+// mode with a pool of 2, a 256 MiB memory limit, no timeout, sources up to
+// 4 MiB compiled in workers and a 64 MiB bundle cache. New copies it; do
+// not mutate it concurrently with New.
 type RunnerOptions struct {
 	// Mode is ModeWorker (the zero value) or ModeInProcess.
 	Mode Mode
@@ -177,16 +190,33 @@ type RunnerOptions struct {
 	TerminateGrace time.Duration
 	// CacheSize is the number of compiled bundles kept; 0 means 256.
 	CacheSize int
+	// CacheBytes bounds the memory the compiled bundles kept may take, as
+	// estimated from their texts (and, in ModeInProcess, the goja programs
+	// made from them); a bundle estimated larger is not kept. 0 means
+	// DefaultCacheBytes (64 MiB).
+	CacheBytes int64
+	// MaxSourceBytes caps the source text of a run: the entry source plus
+	// every module's specifier and text. A run over it ends with
+	// StatusLinkError, error "SourceTooLarge", without compiling. 0 means
+	// DefaultMaxSourceBytes (4 MiB).
+	MaxSourceBytes int
+	// CompileInHost compiles sources with esbuild in the host process
+	// instead of in a worker process. Use it only for trusted sources: a
+	// deeply nested one overflows the compiler's stack, which kills the
+	// host. It is implied in ModeInProcess on platforms without child
+	// processes (js, wasip1).
+	CompileInHost bool
 	// Logger receives worker lifecycle events; nil discards them.
 	Logger *slog.Logger
 }
 
 // Runner starts sandboxed runs. It is safe for concurrent use.
 type Runner struct {
-	opts   RunnerOptions
-	cache  *compileCache
-	pool   *workerPool
-	closed atomic.Bool
+	opts      RunnerOptions
+	cache     *compileCache
+	pool      *workerPool // workers running code (ModeWorker)
+	compilers *workerPool // workers only compiling (ModeInProcess)
+	closed    atomic.Bool
 }
 
 // New returns a Runner configured by opts (nil means defaults). Worker
@@ -211,12 +241,25 @@ func New(opts *RunnerOptions) *Runner {
 	if o.CacheSize <= 0 {
 		o.CacheSize = 256
 	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.MaxSourceBytes <= 0 {
+		o.MaxSourceBytes = DefaultMaxSourceBytes
+	}
+	if o.Mode == ModeInProcess && !childProcesses {
+		o.CompileInHost = true
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{opts: o, cache: newCompileCache(o.CacheSize)}
+	r := &Runner{opts: o, cache: newCompileCache(o.CacheSize, o.CacheBytes, o.Mode == ModeInProcess)}
 	if o.Mode == ModeWorker {
-		r.pool = newWorkerPool(&r.opts)
+		r.pool = newWorkerPool(&r.opts, o.MaxWorkers)
+	} else if !o.CompileInHost {
+		co := r.opts
+		co.PoolSize = 1
+		r.compilers = newWorkerPool(&co, runtime.NumCPU())
 	}
 	return r
 }
@@ -242,8 +285,15 @@ func (r *Runner) Close() error {
 	if r.pool != nil {
 		r.pool.close()
 	}
+	if r.compilers != nil {
+		r.compilers.close()
+	}
 	return nil
 }
+
+// childProcesses is false on platforms where os/exec cannot start
+// processes.
+var childProcesses = runtime.GOOS != "js" && runtime.GOOS != "wasip1"
 
 // Run is a started run. Its methods are safe for concurrent use.
 type Run struct {
@@ -391,6 +441,7 @@ func (r *Run) settle(o *outcome) {
 		return
 	}
 	r.settled = true
+	o = cappedOutcome(o)
 	res := Result{Status: o.status, Error: o.err, Duration: time.Since(r.start)}
 	if o.status == StatusSuccess {
 		res.Value = o.value
@@ -409,6 +460,16 @@ func (r *Run) settle(o *outcome) {
 	close(r.done)
 }
 
+// cappedOutcome returns o with its error's texts cut to their limits
+// (on a copy: link errors are shared through the cache).
+func cappedOutcome(o *outcome) *outcome {
+	if o.err == nil {
+		return o
+	}
+	e := *o.err
+	return &outcome{status: o.status, value: o.value, err: capError(&e)}
+}
+
 func settledRun(o *outcome) *Run {
 	r := newRun(nil)
 	r.settle(o)
@@ -421,12 +482,27 @@ func optionsError(format string, args ...any) *Error {
 
 const maxMemoryLimit = 1 << 50
 
-// prepared is a validated run.
+// prepared is a validated run. job.code is nil until the bundle is known
+// (from the cache, or once compiled).
 type prepared struct {
 	job     *engineJob
 	funcs   []*funcRef
 	memory  int64
 	timeout time.Duration
+	req     *compileRequest
+	key     string
+	fname   string
+}
+
+// bind sets the run's bundle, checking that it has the entry export.
+func (p *prepared) bind(c *compiled) *Error {
+	for _, n := range c.exports {
+		if n == p.job.entry {
+			p.job.code = c
+			return nil
+		}
+	}
+	return capError(&Error{Name: "SyntaxError", Message: fmt.Sprintf("The requested module '%s' does not provide an export named '%s'", p.fname, p.job.entry), Filename: p.fname})
 }
 
 func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
@@ -512,28 +588,42 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 			return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("modules key %q must be a relative specifier inside the module root", k), Specifier: k}
 		}
 	}
-	c, lerr := compileCached(r.cache, &compileRequest{source: source, filename: o.Filename, lang: o.Language, modules: o.Modules, imports: members})
-	if lerr != nil {
-		return nil, lerr
+	req := &compileRequest{source: source, filename: o.Filename, lang: o.Language, modules: o.Modules, imports: members}
+	if n := req.size(); n > r.opts.MaxSourceBytes {
+		return nil, &Error{Name: "SourceTooLarge", Message: fmt.Sprintf("Source too large: the entry source and modules hold %d bytes, over the limit of %d bytes (RunnerOptions.MaxSourceBytes)", n, r.opts.MaxSourceBytes)}
 	}
-	found := false
-	for _, n := range c.exports {
-		if n == ex.Fn {
-			found = true
-			break
+	job := &engineJob{entry: ex.Fn, args: args, globals: globals, imports: imports, report: o.Report != nil, maxStack: o.MaxCallStackSize}
+	p := &prepared{job: job, funcs: funcs, memory: o.MemoryLimitBytes, timeout: o.Timeout, req: req, key: req.key(), fname: o.Filename}
+	var c *compiled
+	if ent, ok := r.cache.get(p.key); ok {
+		if ent.err != nil {
+			e := *ent.err
+			return nil, &e
+		}
+		c = ent.c
+	} else if r.opts.CompileInHost {
+		var lerr *Error
+		if c, lerr = compileHere(r.cache, p.key, req); lerr != nil {
+			e := *lerr
+			return nil, &e
 		}
 	}
-	if !found {
-		return nil, &Error{Name: "SyntaxError", Message: fmt.Sprintf("The requested module '%s' does not provide an export named '%s'", o.Filename, ex.Fn), Filename: o.Filename}
+	if c != nil {
+		if lerr := p.bind(c); lerr != nil {
+			return nil, lerr
+		}
 	}
-	job := &engineJob{code: c, entry: ex.Fn, args: args, globals: globals, imports: imports, report: o.Report != nil, maxStack: o.MaxCallStackSize}
-	return &prepared{job: job, funcs: funcs, memory: o.MemoryLimitBytes, timeout: o.Timeout}, nil
+	return p, nil
 }
 
 // Start validates opts, compiles the source and starts running it. It never
-// returns nil and never blocks on the code: invalid options and compile
-// errors give an already-settled Run with StatusLinkError. Cancelling ctx
-// terminates the run (with the context's cause as the message).
+// returns nil and never blocks on the code: invalid options, a source over
+// RunnerOptions.MaxSourceBytes and cached compile errors give an
+// already-settled Run with StatusLinkError; a source not compiled before
+// is compiled in a worker process (see the package doc), and its compile
+// errors settle the Run with StatusLinkError when they are known.
+// Cancelling ctx terminates the run (with the context's cause as the
+// message).
 func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 	if r.closed.Load() {
 		return settledRun(&outcome{status: StatusError, err: &Error{Name: "RunnerClosed", Message: "sandbox: runner is closed"}})
@@ -550,7 +640,7 @@ func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 	if r.opts.Mode == ModeInProcess {
 		r.startInProcess(run, p)
 	} else {
-		r.pool.start(run, p)
+		r.pool.start(run, p, r.cache)
 	}
 	if p.timeout > 0 {
 		t := time.AfterFunc(p.timeout, func() {
@@ -711,21 +801,24 @@ func toFloat(v any) (float64, bool) {
 	return f, ok
 }
 
-// hostError converts an error from a HostFunc to what the sandbox sees.
+// hostError converts an error from a HostFunc to what the sandbox sees. It
+// calls methods of err, which may panic: call it where panics are
+// recovered.
 func hostError(err error) *Error {
 	var se *Error
 	if errors.As(err, &se) {
-		return &Error{Name: se.Name, Message: se.Message}
+		return capError(&Error{Name: se.Name, Message: se.Message})
 	}
 	name := "Error"
 	var ne NamedError
 	if errors.As(err, &ne) {
 		name = ne.ErrorName()
 	}
-	return &Error{Name: name, Message: err.Error()}
+	return capError(&Error{Name: name, Message: safefmt.Error(err)})
 }
 
-// invokeHost calls a host function for run r, recovering panics.
+// invokeHost calls a host function for run r, recovering panics (formatted
+// with safefmt: a panic value's String or Error method may panic too).
 func invokeHost(r *Run, fn HostFunc, args []any) (res any, herr *Error) {
 	if fn == nil {
 		return nil, &Error{Name: "BridgeUnavailable", Message: "Bridge is unavailable: unknown host function"}
@@ -735,7 +828,7 @@ func invokeHost(r *Run, fn HostFunc, args []any) (res any, herr *Error) {
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			res, herr = nil, &Error{Name: "Error", Message: fmt.Sprintf("host function panicked: %v", p)}
+			res, herr = nil, capError(&Error{Name: "Error", Message: "host function panicked: " + safefmt.Sprint(p)})
 		}
 	}()
 	v, err := fn(r.ctx, args)
@@ -747,6 +840,20 @@ func invokeHost(r *Run, fn HostFunc, args []any) (res any, herr *Error) {
 		return nil, serializationError(err)
 	}
 	return n, nil
+}
+
+// callHost runs fn for run r and passes the outcome to done exactly once,
+// also when fn panics or ends its goroutine with runtime.Goexit.
+func callHost(r *Run, fn HostFunc, args []any, done func(any, *Error)) {
+	returned := false
+	defer func() {
+		if !returned {
+			done(nil, &Error{Name: "Error", Message: "host function ended its goroutine (runtime.Goexit) without returning"})
+		}
+	}()
+	v, herr := invokeHost(r, fn, args)
+	returned = true
+	done(v, herr)
 }
 
 // ---- in-process mode ----
@@ -761,13 +868,28 @@ func (h *inProcessHost) call(id int, args []any, done func(any, *Error)) {
 	if id >= 0 && id < len(h.funcs) {
 		fn = h.funcs[id].fn
 	}
-	go func() { done(invokeHost(h.run, fn, args)) }()
+	go callHost(h.run, fn, args, done)
 }
 
 func (h *inProcessHost) report(v any)   { h.run.addReport(v) }
 func (h *inProcessHost) log(e LogEntry) { h.run.addLog(e) }
 
 func (r *Runner) startInProcess(run *Run, p *prepared) {
+	if p.job.code == nil {
+		// Compile in a worker process first; until then a terminated run
+		// settles at once.
+		run.setTerminator(run.settle)
+		go func() {
+			if r.compilers.compileOnly(run, p, r.cache) {
+				r.runInProcess(run, p)
+			}
+		}()
+		return
+	}
+	r.runInProcess(run, p)
+}
+
+func (r *Runner) runInProcess(run *Run, p *prepared) {
 	eng := newEngine(p.job, &inProcessHost{run: run, funcs: p.funcs})
 	grace := r.opts.TerminateGrace
 	run.setTerminator(func(o *outcome) {
@@ -776,6 +898,11 @@ func (r *Runner) startInProcess(run *Run, p *prepared) {
 		// grace period (the goroutine finishes on its own later).
 		time.AfterFunc(grace, func() { run.settle(o) })
 	})
+	if run.isSettled() {
+		// Terminated while compiling, before the terminator above was in
+		// place: the code must not start.
+		return
+	}
 	goEngine(func() {
 		o := eng.run()
 		run.settle(o)

@@ -3,23 +3,26 @@ package sandbox
 import (
 	"encoding/json"
 	"errors"
-	"sort"
-	"strings"
 )
 
 // sourceMap is a decoded version-3 source map, reduced to what the sandbox
-// needs: mapping a generated (line, column) to an original one.
+// needs: mapping a generated (line, column) to an original one. It keeps
+// the mappings text and, per generated line, where the line starts and the
+// decoder's state there; a lookup decodes one line. That costs 16 bytes a
+// line instead of a slice of segments, since lookups happen only for
+// errors.
 type sourceMap struct {
 	sources    []string
-	lines      [][]mapSegment // per generated line (0-based)
-	lineOffset int            // generated lines added before the mapped text
+	mappings   string
+	lines      []lineStart // per generated line (0-based)
+	lineOffset int         // generated lines added before the mapped text
 }
 
-type mapSegment struct {
-	genCol  int
-	src     int
-	origLn  int
-	origCol int
+// lineStart is where a line's segments start in mappings and the running
+// source index, original line and original column at that point (they are
+// relative across lines in the format).
+type lineStart struct {
+	off, src, ol, oc int32
 }
 
 const b64chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -35,6 +38,54 @@ var b64index = func() [256]int8 {
 	return t
 }()
 
+var errBadVLQ = errors.New("invalid base64 VLQ")
+
+// segment is one decoded mapping segment.
+type segment struct {
+	genCol, src, ol, oc int
+	fields              int // number of fields (1, 4 or 5)
+}
+
+// nextSegment decodes the segment starting at m[i] (i at a segment start,
+// not at ',' or ';'), with deltas applied to st; it returns the index after
+// it.
+func nextSegment(m string, i int, st *segment) (int, error) {
+	n := 0
+	var vals [5]int
+	shift, acc := 0, 0
+	for ; i < len(m) && m[i] != ',' && m[i] != ';'; i++ {
+		d := b64index[m[i]]
+		if d < 0 {
+			return i, errBadVLQ
+		}
+		acc |= int(d&31) << shift
+		if d&32 != 0 {
+			shift += 5
+			if shift > 60 {
+				return i, errBadVLQ
+			}
+			continue
+		}
+		v := acc >> 1
+		if acc&1 != 0 {
+			v = -v
+		}
+		if n < 5 {
+			vals[n] = v
+		}
+		n++
+		shift, acc = 0, 0
+	}
+	st.genCol += vals[0]
+	st.fields = n
+	if n >= 4 {
+		st.src += vals[1]
+		st.ol += vals[2]
+		st.oc += vals[3]
+	}
+	return i, nil
+}
+
 func parseSourceMap(data []byte) (*sourceMap, error) {
 	var raw struct {
 		Sources  []string `json:"sources"`
@@ -43,70 +94,66 @@ func parseSourceMap(data []byte) (*sourceMap, error) {
 	if err := json.Unmarshal(data, &raw); err != nil {
 		return nil, err
 	}
-	sm := &sourceMap{sources: raw.Sources}
-	var src, ol, oc int
-	for _, line := range strings.Split(raw.Mappings, ";") {
-		var segs []mapSegment
-		gc := 0
-		for _, seg := range strings.Split(line, ",") {
-			if seg == "" {
-				continue
-			}
-			var vals [5]int
-			n := 0
-			shift, acc := 0, 0
-			for i := 0; i < len(seg); i++ {
-				d := b64index[seg[i]]
-				if d < 0 {
-					return nil, errors.New("invalid base64 VLQ")
-				}
-				acc |= int(d&31) << shift
-				if d&32 != 0 {
-					shift += 5
-					continue
-				}
-				v := acc >> 1
-				if acc&1 != 0 {
-					v = -v
-				}
-				if n < 5 {
-					vals[n] = v
-				}
-				n++
-				shift, acc = 0, 0
-			}
-			gc += vals[0]
-			if n >= 4 {
-				src += vals[1]
-				ol += vals[2]
-				oc += vals[3]
-				segs = append(segs, mapSegment{genCol: gc, src: src, origLn: ol, origCol: oc})
+	sm := &sourceMap{sources: raw.Sources, mappings: raw.Mappings}
+	m := raw.Mappings
+	var st segment
+	sm.lines = append(sm.lines, lineStart{})
+	for i := 0; i < len(m); {
+		switch m[i] {
+		case ';':
+			i++
+			st.genCol = 0
+			sm.lines = append(sm.lines, lineStart{off: int32(i), src: int32(st.src), ol: int32(st.ol), oc: int32(st.oc)})
+		case ',':
+			i++
+		default:
+			var err error
+			if i, err = nextSegment(m, i, &st); err != nil {
+				return nil, err
 			}
 		}
-		sm.lines = append(sm.lines, segs)
 	}
 	return sm, nil
 }
 
 // lookup maps a 1-based generated line and column to the original source
-// index and 1-based line and column.
+// index and 1-based line and column: the last segment of the line starting
+// at or before the column (or the line's first segment).
 func (sm *sourceMap) lookup(line, col int) (src, oline, ocol int, ok bool) {
+	if sm == nil {
+		return 0, 0, 0, false
+	}
 	l := line - 1 - sm.lineOffset
-	if sm == nil || l < 0 || l >= len(sm.lines) {
+	if l < 0 || l >= len(sm.lines) {
 		return 0, 0, 0, false
 	}
-	segs := sm.lines[l]
-	if len(segs) == 0 {
-		return 0, 0, 0, false
-	}
+	ls := sm.lines[l]
+	st := segment{src: int(ls.src), ol: int(ls.ol), oc: int(ls.oc)}
 	c := col - 1
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].genCol > c }) - 1
-	if i < 0 {
-		i = 0
+	var best segment
+	found := false
+	m := sm.mappings
+	for i := int(ls.off); i < len(m) && m[i] != ';'; {
+		if m[i] == ',' {
+			i++
+			continue
+		}
+		var err error
+		if i, err = nextSegment(m, i, &st); err != nil {
+			return 0, 0, 0, false
+		}
+		if st.fields < 4 {
+			continue
+		}
+		if !found || st.genCol <= c {
+			best, found = st, true
+		}
+		if st.genCol > c {
+			break
+		}
 	}
-	s := segs[i]
-	if s.src < 0 || s.src >= len(sm.sources) {
+	if !found || best.src < 0 || best.src >= len(sm.sources) {
 		return 0, 0, 0, false
 	}
-	return s.src, s.origLn + 1, s.origCol + 1, true
+	return best.src, best.ol + 1, best.oc + 1, true
 }

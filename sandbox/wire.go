@@ -18,15 +18,27 @@ import (
 // (see encodeValue), so Dates, Maps, Sets, typed arrays, bigint and
 // undefined survive the trip and no reflection is involved.
 //
-//	parent -> worker: run {id, spec}; ret {id, c, value | error}; term {id, error}
-//	worker -> parent: call {id, c, fn, args}; report {id, value};
-//	                  log {id, level, ts, args}; done {id, status, value | error}
+//	parent -> worker: compile {id, request}; run {id, spec}; ret {id, c, value | error};
+//	                  term {id, error}
+//	worker -> parent: compiled {id, bundle | error}; need {id}; call {id, c, fn, args};
+//	                  report {id, value}; log {id, level, ts, args};
+//	                  done {id, status, value | error}
+//
+// A run whose bundle is not in the host's cache starts with a compile
+// frame: the worker compiles the source under the run's limits and sends
+// the bundle back for the host's cache. A run frame carries the bundle's
+// code only when the host does not know the worker to hold it; a worker
+// that does not answers need, and the host sends the run again with code.
 //
 // A worker runs one run at a time, on the goroutine that reads stdin: while
 // the run waits for bridged results it reads them itself. Terminate frames
 // are sent twice: on a control pipe (file descriptor 3, announced by
 // TOOLRUN_SANDBOX_CTRL_FD=3), read by a goroutine that interrupts running
 // JavaScript, and on stdin, which wakes a run that is waiting.
+//
+// The host does not trust what a worker sends: it refuses a frame longer
+// than its limit before allocating it, charges every value it decodes
+// against a budget (see valueCost) and cuts error texts to their limits.
 type frame struct {
 	T    byte
 	ID   uint64
@@ -39,6 +51,8 @@ type frame struct {
 	TS   int64
 	St   Status
 	Run  *runSpec
+	Comp *compileSpec // compile: the request
+	Bund *bundleSpec  // compiled: the bundle, unless Err is set
 }
 
 // Frame types.
@@ -50,15 +64,16 @@ const (
 	frReport
 	frLog
 	frDone
+	frCompile
+	frCompiled
+	frNeed
 )
 
-// runSpec is what a worker needs to execute one run.
+// runSpec is what a worker needs to execute one run. Bundle is nil when
+// the host expects the worker to hold the bundle of Hash already.
 type runSpec struct {
 	Hash     string
-	Code     string
-	Map      []byte
-	Sources  []string
-	Exports  []string
+	Bundle   *bundleSpec
 	Entry    string
 	Args     []any
 	Globals  map[string]any
@@ -68,7 +83,40 @@ type runSpec struct {
 	Memory   int64
 }
 
-const maxFrame = 1 << 30
+// compileSpec asks a worker to compile a source.
+type compileSpec struct {
+	Hash     string
+	Source   string
+	Filename string
+	Lang     string
+	Modules  map[string]string
+	Imports  map[string][]string // specifier -> member names
+	Memory   int64
+}
+
+// bundleSpec is a compiled bundle as it crosses the pipe.
+type bundleSpec struct {
+	Code    string
+	Map     []byte
+	Sources []string
+	Exports []string
+}
+
+// maxFrameToWorker bounds frames a worker reads (the host is trusted; this
+// only catches corruption).
+const maxFrameToWorker = 1 << 30
+
+// maxFrameFromWorker is the longest frame the host reads from a worker
+// whose sources are limited to maxSource bytes: a result or a call's
+// arguments at their limit, or a bundle, which esbuild makes no more than
+// a few times larger than its sources.
+func maxFrameFromWorker(maxSource int) int {
+	n := maxTransferBytes + frameSlack
+	if b := 8*maxSource + frameSlack; b > n {
+		n = b
+	}
+	return n
+}
 
 // Value tags.
 const (
@@ -167,7 +215,8 @@ func (e *encoder) value(v any) {
 		e.values(x)
 	case *big.Int:
 		e.byte(tagBigInt)
-		e.str(x.String())
+		e.bool(x.Sign() < 0)
+		e.bytes(x.Bytes())
 	case ArrayBuffer:
 		e.byte(tagArrayBuffer)
 		e.bytes(x)
@@ -201,14 +250,45 @@ func (e *encoder) err(x *Error) {
 	e.str(x.Specifier)
 }
 
-var errBadFrame = errors.New("sandbox: malformed frame")
+var (
+	errBadFrame      = errors.New("sandbox: malformed frame")
+	errFrameTooLarge = errors.New("sandbox: frame too large")
+	errFrameBudget   = errors.New("sandbox: frame holds values costing more than allowed")
+)
 
+// decoder reads a frame body. Every value it builds is charged against
+// budget first (the costs of valueCost), so a frame cannot make the reader
+// allocate much more than its limit allows; a frame over budget fails.
 type decoder struct {
-	b   []byte
-	bad bool
+	b      []byte
+	bad    bool
+	budget int64
+	over   bool // the failure was the budget
 }
 
 func (d *decoder) fail() { d.bad = true; d.b = nil }
+
+// charge takes n from the budget; false (and a failed decoder) when the
+// budget does not cover it.
+func (d *decoder) charge(n int64) bool {
+	if n > d.budget {
+		d.over = true
+		d.fail()
+		return false
+	}
+	d.budget -= n
+	return true
+}
+
+// afford reports whether n more is within the budget, without taking it.
+func (d *decoder) afford(n int64) bool {
+	if n > d.budget {
+		d.over = true
+		d.fail()
+		return false
+	}
+	return true
+}
 
 func (d *decoder) byte() byte {
 	if len(d.b) < 1 {
@@ -252,6 +332,7 @@ func (d *decoder) count() int {
 	return int(n)
 }
 
+// raw returns the next length-prefixed bytes, still in the frame buffer.
 func (d *decoder) raw() []byte {
 	n := d.count()
 	if d.bad {
@@ -262,21 +343,43 @@ func (d *decoder) raw() []byte {
 	return p
 }
 
+// str and bytes copy; they are charged by their callers where the
+// value's cost applies.
 func (d *decoder) str() string   { return string(d.raw()) }
 func (d *decoder) bytes() []byte { return append([]byte{}, d.raw()...) }
 func (d *decoder) bool() bool    { return d.byte() == 1 }
 
+// text reads a string cut to max bytes; only the kept part is copied.
+func (d *decoder) text(max int) string {
+	p := d.raw()
+	if len(p) <= max {
+		return string(p)
+	}
+	return string(p[:cutPoint(p, max)]) + cutMarker
+}
+
+// strs reads a list of strings, charged as their cost.
 func (d *decoder) strs() []string {
 	n := d.count()
+	if !d.charge(costSlice + int64(n)*costString) {
+		return nil
+	}
 	out := make([]string, n)
 	for i := range out {
-		out[i] = d.str()
+		p := d.raw()
+		if !d.charge(int64(len(p))) {
+			return nil
+		}
+		out[i] = string(p)
 	}
 	return out
 }
 
 func (d *decoder) values(depth int) []any {
 	n := d.count()
+	if !d.charge(costSlice) || !d.afford(int64(n)*costScalar) {
+		return nil
+	}
 	out := make([]any, n)
 	for i := range out {
 		out[i] = d.value(depth + 1)
@@ -286,10 +389,16 @@ func (d *decoder) values(depth int) []any {
 
 func (d *decoder) object(depth int) map[string]any {
 	n := d.count()
+	if !d.charge(costObject) || !d.afford(int64(n)*(costMember+costScalar)) {
+		return nil
+	}
 	out := make(map[string]any, n)
 	for i := 0; i < n && !d.bad; i++ {
-		k := d.str()
-		out[k] = d.value(depth + 1)
+		p := d.raw()
+		if !d.charge(costMember + int64(len(p))) {
+			return nil
+		}
+		out[string(p)] = d.value(depth + 1)
 	}
 	return out
 }
@@ -301,15 +410,19 @@ func (d *decoder) value(depth int) any {
 	}
 	switch d.byte() {
 	case tagNull:
+		d.charge(costScalar)
 		return nil
 	case tagUndefined:
+		d.charge(costScalar)
 		return Undefined
 	case tagFalse:
+		d.charge(costScalar)
 		return false
 	case tagTrue:
+		d.charge(costScalar)
 		return true
 	case tagNumber:
-		if len(d.b) < 8 {
+		if len(d.b) < 8 || !d.charge(costScalar) {
 			d.fail()
 			return nil
 		}
@@ -317,15 +430,25 @@ func (d *decoder) value(depth int) any {
 		d.b = d.b[8:]
 		return f
 	case tagString:
-		return d.str()
+		p := d.raw()
+		if !d.charge(costString + int64(len(p))) {
+			return nil
+		}
+		return string(p)
 	case tagArray:
 		return d.values(depth)
 	case tagObject:
 		return d.object(depth)
 	case tagDate:
+		if !d.charge(costDate) {
+			return nil
+		}
 		return time.UnixMilli(d.varint()).UTC()
 	case tagMap:
 		n := d.count()
+		if !d.charge(costSlice) || !d.afford(int64(n)*2*costScalar) {
+			return nil
+		}
 		out := make(Map, n)
 		for i := range out {
 			out[i].Key = d.value(depth + 1)
@@ -335,32 +458,72 @@ func (d *decoder) value(depth int) any {
 	case tagSet:
 		return Set(d.values(depth))
 	case tagBigInt:
-		b, ok := new(big.Int).SetString(d.str(), 10)
-		if !ok {
-			d.fail()
+		neg := d.bool()
+		p := d.raw()
+		if !d.charge(costBigInt + int64(len(p))) {
 			return nil
+		}
+		b := new(big.Int).SetBytes(p)
+		if neg {
+			b.Neg(b)
 		}
 		return b
 	case tagArrayBuffer:
-		return ArrayBuffer(d.bytes())
+		p := d.raw()
+		if !d.charge(costBytes + int64(len(p))) {
+			return nil
+		}
+		return ArrayBuffer(append([]byte{}, p...))
 	case tagBytes:
-		return d.bytes()
+		p := d.raw()
+		if !d.charge(costBytes + int64(len(p))) {
+			return nil
+		}
+		return append([]byte{}, p...)
 	case tagTypedArray:
-		t := d.str()
-		return TypedArray{Type: t, Data: d.bytes()}
+		t := d.raw()
+		p := d.raw()
+		if !d.charge(costTyped + int64(len(t)) + int64(len(p))) {
+			return nil
+		}
+		return TypedArray{Type: string(t), Data: append([]byte{}, p...)}
 	case tagFunc:
+		if !d.charge(costFuncRef) {
+			return nil
+		}
 		return &funcRef{id: int(d.uvarint())}
 	}
 	d.fail()
 	return nil
 }
 
+// err reads an error, its texts cut to their limits.
 func (d *decoder) err() *Error {
 	if d.byte() == 0 {
 		return nil
 	}
-	return &Error{Name: d.str(), Message: d.str(), Stack: d.str(), Line: int(d.uvarint()), Column: int(d.uvarint()),
-		Filename: d.str(), Specifier: d.str()}
+	return &Error{Name: d.text(maxErrorName), Message: d.text(maxErrorMessage), Stack: d.text(maxErrorStack),
+		Line: int(d.uvarint() & math.MaxInt32), Column: int(d.uvarint() & math.MaxInt32),
+		Filename: d.text(maxErrorFilename), Specifier: d.text(maxErrorFilename)}
+}
+
+func (e *encoder) bundle(b *bundleSpec) {
+	e.str(b.Code)
+	e.bytes(b.Map)
+	e.strs(b.Sources)
+	e.strs(b.Exports)
+}
+
+func (d *decoder) bundle() *bundleSpec {
+	// Code and map are copied once each, so the frame's length bounds
+	// them; the lists are charged, as an empty string costs more than
+	// its one byte on the wire.
+	b := &bundleSpec{}
+	b.Code = d.str()
+	b.Map = d.bytes()
+	b.Sources = d.strs()
+	b.Exports = d.strs()
+	return b
 }
 
 func encodeFrame(f *frame) []byte {
@@ -368,13 +531,36 @@ func encodeFrame(f *frame) []byte {
 	e.byte(f.T)
 	e.uvarint(f.ID)
 	switch f.T {
+	case frCompile:
+		c := f.Comp
+		e.str(c.Hash)
+		e.str(c.Source)
+		e.str(c.Filename)
+		e.str(c.Lang)
+		e.uvarint(uint64(len(c.Modules)))
+		for k, v := range c.Modules {
+			e.str(k)
+			e.str(v)
+		}
+		e.uvarint(uint64(len(c.Imports)))
+		for k, ms := range c.Imports {
+			e.str(k)
+			e.strs(ms)
+		}
+		e.varint(c.Memory)
+	case frCompiled:
+		e.err(f.Err)
+		if f.Err == nil {
+			e.bundle(f.Bund)
+		}
+	case frNeed:
 	case frRun:
 		s := f.Run
 		e.str(s.Hash)
-		e.str(s.Code)
-		e.bytes(s.Map)
-		e.strs(s.Sources)
-		e.strs(s.Exports)
+		e.bool(s.Bundle != nil)
+		if s.Bundle != nil {
+			e.bundle(s.Bundle)
+		}
 		e.str(s.Entry)
 		e.values(s.Args)
 		e.object(s.Globals)
@@ -415,17 +601,43 @@ func encodeFrame(f *frame) []byte {
 	return e.b
 }
 
-func decodeFrame(data []byte) (*frame, error) {
-	d := &decoder{b: data}
+// decodeFrame decodes a frame body, charging its values against budget.
+func decodeFrame(data []byte, budget int64) (*frame, error) {
+	d := &decoder{b: data, budget: budget}
 	f := &frame{T: d.byte(), ID: d.uvarint()}
 	switch f.T {
+	case frCompile:
+		c := &compileSpec{}
+		c.Hash = d.str()
+		c.Source = d.str()
+		c.Filename = d.str()
+		c.Lang = d.str()
+		n := d.count()
+		c.Modules = make(map[string]string, n)
+		for i := 0; i < n && !d.bad; i++ {
+			k := d.str()
+			c.Modules[k] = d.str()
+		}
+		n = d.count()
+		c.Imports = make(map[string][]string, n)
+		for i := 0; i < n && !d.bad; i++ {
+			k := d.str()
+			c.Imports[k] = d.strs()
+		}
+		c.Memory = d.varint()
+		f.Comp = c
+	case frCompiled:
+		f.Err = d.err()
+		if f.Err == nil {
+			f.Bund = d.bundle()
+		}
+	case frNeed:
 	case frRun:
 		s := &runSpec{}
 		s.Hash = d.str()
-		s.Code = d.str()
-		s.Map = d.bytes()
-		s.Sources = d.strs()
-		s.Exports = d.strs()
+		if d.bool() {
+			s.Bundle = d.bundle()
+		}
 		s.Entry = d.str()
 		s.Args = d.values(0)
 		s.Globals = d.object(0)
@@ -436,7 +648,7 @@ func decodeFrame(data []byte) (*frame, error) {
 			s.Imports[k] = d.object(0)
 		}
 		s.Report = d.bool()
-		s.MaxStack = int(d.uvarint())
+		s.MaxStack = int(d.uvarint() & math.MaxInt32)
 		s.Memory = d.varint()
 		f.Run = s
 	case frRet:
@@ -449,22 +661,25 @@ func decodeFrame(data []byte) (*frame, error) {
 		f.Err = d.err()
 	case frCall:
 		f.C = d.uvarint()
-		f.Fn = int(d.uvarint())
+		f.Fn = int(d.uvarint() & math.MaxInt32)
 		f.Args = d.values(0)
 	case frReport:
 		f.V = d.value(0)
 	case frLog:
-		f.Lvl = d.str()
+		f.Lvl = d.text(16)
 		f.TS = d.varint()
 		f.Args = d.values(0)
 	case frDone:
-		f.St = Status(d.str())
+		f.St = Status(d.text(16))
 		f.Err = d.err()
 		if f.Err == nil {
 			f.V = d.value(0)
 		}
 	default:
 		return nil, errBadFrame
+	}
+	if d.over {
+		return nil, errFrameBudget
 	}
 	if d.bad {
 		return nil, errBadFrame
@@ -477,18 +692,20 @@ func writeFrame(w io.Writer, f *frame) error {
 	return err
 }
 
-func readFrame(r *bufio.Reader) (*frame, error) {
+// readFrame reads one frame of at most max bytes, refusing a longer one
+// before allocating it, and decodes it with a value budget of budget.
+func readFrame(r *bufio.Reader, max int, budget int64) (*frame, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxFrame {
-		return nil, fmt.Errorf("sandbox: frame too large (%d bytes)", n)
+	if uint64(n) > uint64(max) {
+		return nil, fmt.Errorf("%w (%d bytes, limit %d)", errFrameTooLarge, n, max)
 	}
 	data := make([]byte, n)
 	if _, err := io.ReadFull(r, data); err != nil {
 		return nil, err
 	}
-	return decodeFrame(data)
+	return decodeFrame(data, budget)
 }

@@ -18,7 +18,11 @@ func TestFrameRoundTrip(t *testing.T) {
 		time.UnixMilli(1234).UTC(), Map{{Key: 1.0, Value: "x"}}, n, ArrayBuffer{1}, []byte{2}, TypedArray{Type: "Int16Array", Data: []byte{1, 0}}}
 	e := &Error{Name: "N", Message: "M", Stack: "S", Line: 3, Column: 4, Filename: "f", Specifier: "sp"}
 	frames := []*frame{
-		{T: frRun, ID: 1, Run: &runSpec{Hash: "h", Code: "c", Map: []byte("{}"), Sources: []string{"a"}, Exports: []string{"default"}, Entry: "default",
+		{T: frCompile, ID: 8, Comp: &compileSpec{Hash: "h", Source: "s", Filename: "f.ts", Lang: "typescript", Modules: map[string]string{"./a.ts": "x"}, Imports: map[string][]string{"fs": {"read"}}, Memory: 5}},
+		{T: frCompiled, ID: 8, Bund: &bundleSpec{Code: "c", Map: []byte("{}"), Sources: []string{"a"}, Exports: []string{"default"}}},
+		{T: frCompiled, ID: 8, Err: e},
+		{T: frNeed, ID: 8},
+		{T: frRun, ID: 1, Run: &runSpec{Hash: "h", Bundle: &bundleSpec{Code: "c", Map: []byte("{}"), Sources: []string{"a"}, Exports: []string{"default"}}, Entry: "default",
 			Args: val, Globals: map[string]any{"f": &funcRef{id: 3}}, Imports: map[string]map[string]any{"fs": {"read": &funcRef{id: 0}}}, Report: true, MaxStack: 7, Memory: 1 << 20}},
 		{T: frRet, ID: 2, C: 9, V: val},
 		{T: frRet, ID: 2, C: 9, Err: e},
@@ -35,7 +39,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	r := bufio.NewReader(&buf)
 	for _, want := range frames {
-		got, err := readFrame(r)
+		got, err := readFrame(r, maxFrameToWorker, maxTransferBytes)
 		require.NoError(t, err)
 		if want.Run != nil {
 			assert.Equal(t, want.Run.Globals["f"].(*funcRef).id, got.Run.Globals["f"].(*funcRef).id)
@@ -60,8 +64,8 @@ func TestDecodeFrameRejectsGarbage(t *testing.T) {
 			data[rng.Intn(len(data))] = byte(rng.Intn(256))
 		}
 		data = data[:rng.Intn(len(data)+1)]
-		assert.NotPanics(t, func() { _, _ = decodeFrame(data) })
+		assert.NotPanics(t, func() { _, _ = decodeFrame(data, maxTransferBytes) })
 	}
-	_, err := decodeFrame([]byte{99})
+	_, err := decodeFrame([]byte{99}, maxTransferBytes)
 	assert.Error(t, err)
 }

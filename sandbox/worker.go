@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -38,7 +39,7 @@ type workerServer struct {
 	calls map[uint64]func(any, *Error)
 	next  uint64
 
-	cache map[string]*compiled
+	cache *compileCache // bundles with their goja programs
 }
 
 func (s *workerServer) send(f *frame) {
@@ -47,12 +48,16 @@ func (s *workerServer) send(f *frame) {
 	_ = writeFrame(s.out, f)
 }
 
-// serveWorker serves the worker protocol until in is closed; it returns the
-// process exit code.
 // ctrlEnv names the environment variable telling a worker that file
 // descriptor 3 is its control pipe (terminate frames, read while
 // JavaScript runs).
 const ctrlEnv = "TOOLRUN_SANDBOX_CTRL_FD"
+
+// readHostFrame reads a frame from the host, which is trusted: the limits
+// only catch corruption.
+func readHostFrame(r *bufio.Reader) (*frame, error) {
+	return readFrame(r, maxFrameToWorker, math.MaxInt64)
+}
 
 // serveWorker serves the worker protocol until in is closed; it returns the
 // process exit code. The engine runs on this goroutine and reads its
@@ -60,18 +65,18 @@ const ctrlEnv = "TOOLRUN_SANDBOX_CTRL_FD"
 // it without a goroutine hand-off; terminate frames arrive on ctrl (and on
 // in, to wake a waiting engine).
 func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
-	debug.SetMaxStack(256 << 20)
+	debug.SetMaxStack(runMaxStack)
 	// The engine keeps one P busy while JavaScript runs; a second P lets the
 	// control reader interrupt it at once.
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	s := &workerServer{out: out, cache: map[string]*compiled{}, in: bufio.NewReaderSize(in, 64<<10)}
+	s := &workerServer{out: out, cache: newCompileCache(256, DefaultCacheBytes, true), in: bufio.NewReaderSize(in, 64<<10)}
 	if ctrl != nil {
 		go s.serveCtrl(bufio.NewReader(ctrl))
 	}
 	for {
-		f, err := readFrame(s.in)
+		f, err := readHostFrame(s.in)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
@@ -79,7 +84,10 @@ func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
 			return 3
 		}
 		// ret and term frames between runs belong to finished runs.
-		if f.T == frRun {
+		switch f.T {
+		case frCompile:
+			s.compile(f)
+		case frRun:
 			if err := s.run(f); err != nil {
 				return 3
 			}
@@ -90,7 +98,7 @@ func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
 // serveCtrl interrupts the current run on a terminate frame.
 func (s *workerServer) serveCtrl(r *bufio.Reader) {
 	for {
-		f, err := readFrame(r)
+		f, err := readHostFrame(r)
 		if err != nil {
 			return
 		}
@@ -119,7 +127,7 @@ var errProtocol = errors.New("sandbox worker: protocol error")
 // pump reads and handles one frame for the running run; the engine calls
 // it when it has nothing to do.
 func (s *workerServer) pump(id uint64) error {
-	f, err := readFrame(s.in)
+	f, err := readHostFrame(s.in)
 	if err != nil {
 		return err
 	}
@@ -135,7 +143,7 @@ func (s *workerServer) pump(id uint64) error {
 		}
 	case frTerm:
 		s.terminate(f)
-	case frRun:
+	case frRun, frCompile:
 		return errProtocol
 	}
 	return nil
@@ -162,6 +170,38 @@ func (h *workerHost) log(e LogEntry) {
 	h.s.send(&frame{T: frLog, ID: h.id, Lvl: e.Level, Args: e.Args, TS: e.Timestamp.UnixNano()})
 }
 
+// compile compiles a source under the run's memory limit and a small stack
+// limit, checks that goja can parse and compile the bundle, keeps the
+// bundle with its program and sends it to the host. A source that needs
+// more stack or memory kills the worker, which the host reports.
+func (s *workerServer) compile(f *frame) {
+	spec := f.Comp
+	if spec == nil {
+		s.send(&frame{T: frCompiled, ID: f.ID, Err: &Error{Name: "InternalError", Message: "sandbox worker: compile frame without request"}})
+		return
+	}
+	stop := applyLimits(spec.Memory, func(<-chan struct{}) {
+		// esbuild cannot be interrupted: give up the process, the parent
+		// reports the run as out of memory and starts a fresh worker.
+		fmt.Fprintln(os.Stderr, "sandbox worker: out of memory while compiling")
+		os.Exit(4)
+	})
+	prev := debug.SetMaxStack(compileMaxStack)
+	c, lerr := compile(requestFromSpec(spec))
+	if lerr == nil {
+		c.hash = spec.Hash
+		lerr = c.checkProgram()
+	}
+	debug.SetMaxStack(prev)
+	stop()
+	if lerr != nil {
+		s.send(&frame{T: frCompiled, ID: f.ID, Err: lerr})
+		return
+	}
+	s.cache.put(spec.Hash, c, nil)
+	s.send(&frame{T: frCompiled, ID: f.ID, Bund: c.spec()})
+}
+
 // run executes one run on the calling goroutine. A non-nil error means
 // the protocol broke and the worker must exit.
 func (s *workerServer) run(f *frame) error {
@@ -173,19 +213,16 @@ func (s *workerServer) run(f *frame) error {
 		fail(errors.New("sandbox worker: run frame without spec"))
 		return nil
 	}
-	c := s.cache[spec.Hash]
-	if c == nil {
-		sm, err := parseSourceMap(spec.Map)
-		if err != nil {
-			fail(err)
-			return nil
-		}
-		sm.lineOffset = 1
-		c = &compiled{hash: spec.Hash, code: spec.Code, exports: spec.Exports, smap: sm, sources: spec.Sources}
-		if len(s.cache) >= 64 {
-			clear(s.cache)
-		}
-		s.cache[spec.Hash] = c
+	var c *compiled
+	if ent, ok := s.cache.get(spec.Hash); ok && ent.c != nil {
+		c = ent.c
+	} else if spec.Bundle != nil {
+		c = compiledFromSpec(spec.Hash, spec.Bundle)
+		s.cache.put(spec.Hash, c, nil)
+	} else {
+		// The host expected the bundle here; it sends the run again with it.
+		s.send(&frame{T: frNeed, ID: f.ID})
+		return nil
 	}
 	job := &engineJob{code: c, entry: spec.Entry, args: spec.Args, globals: spec.Globals, imports: spec.Imports, report: spec.Report, maxStack: spec.MaxStack}
 	eng := newEngine(job, &workerHost{s: s, id: f.ID})
@@ -200,11 +237,17 @@ func (s *workerServer) run(f *frame) error {
 	s.mu.Lock()
 	s.id, s.eng, s.calls = f.ID, eng, map[uint64]func(any, *Error){}
 	s.mu.Unlock()
-	stop := applyLimits(eng, spec.Memory, func(o *outcome) {
-		// The code is stuck in a builtin that keeps allocating: report
-		// and let the process go, the parent starts a fresh one.
-		s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
-		os.Exit(4)
+	stop := applyLimits(spec.Memory, func(returned <-chan struct{}) {
+		o := &outcome{status: StatusMemory, err: memoryError(spec.Memory)}
+		eng.interrupt(o)
+		select {
+		case <-returned:
+		case <-time.After(memoryGrace):
+			// The code is stuck in a builtin that keeps allocating: report
+			// and let the process go, the parent starts a fresh one.
+			s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
+			os.Exit(4)
+		}
 	})
 	o := eng.run()
 	stop()
@@ -214,7 +257,7 @@ func (s *workerServer) run(f *frame) error {
 	if perr != nil {
 		return perr
 	}
-	done := &frame{T: frDone, ID: f.ID, St: o.status, Err: o.err}
+	done := &frame{T: frDone, ID: f.ID, St: o.status, Err: capError(o.err)}
 	if o.status == StatusSuccess {
 		done.V = o.value
 	}
@@ -234,12 +277,11 @@ func heapObjects() int64 {
 	return int64(s[0].Value.Uint64())
 }
 
-// applyLimits caps the worker's memory for one run: a Go memory limit, an
-// RLIMIT_DATA backstop (on unix) and a watchdog that interrupts the engine
-// when the live heap passes the limit. The returned func lifts them.
-// stuck is called when the engine does not return within a grace period
-// after the watchdog interrupted it.
-func applyLimits(eng *engine, limit int64, stuck func(*outcome)) (stop func()) {
+// applyLimits caps the worker's memory for one run or compile: a Go
+// memory limit, an RLIMIT_DATA backstop (on Linux) and a watchdog that
+// calls exceeded once when the live heap passes the limit, with a channel
+// closed once the returned func, which lifts the limits, is called.
+func applyLimits(limit int64, exceeded func(lifted <-chan struct{})) (stop func()) {
 	if limit <= 0 {
 		limit = 256 << 20
 	}
@@ -267,13 +309,7 @@ func applyLimits(eng *engine, limit int64, stuck func(*outcome)) (stop func()) {
 				}
 				runtime.GC()
 				if heapObjects()-base > limit {
-					o := &outcome{status: StatusMemory, err: memoryError(limit)}
-					eng.interrupt(o)
-					select {
-					case <-quit:
-					case <-time.After(memoryGrace):
-						stuck(o)
-					}
+					exceeded(quit)
 					return
 				}
 			}
