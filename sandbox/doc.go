@@ -219,8 +219,14 @@
 // goroutine keeps a CPU until it finishes on its own), memory limits are
 // not enforced — a memory bomb such as 'x'.repeat(2**40) can kill the whole
 // process, and the memory of the realm and of goja's program for a large
-// bundle is host memory — and a goja bug reachable from JavaScript is a bug
-// in the host. With CompileInHost (or without child processes) a deeply
+// bundle is host memory — and Go recursion inside goja's builtins is not
+// bounded: a regular expression compiled at run time from a string (new
+// RegExp, RegExp.prototype.compile, String.prototype.match, matchAll and
+// search, and the species constructors of split and matchAll, which can be
+// made to take any string) with groups nested about half a million deep
+// overflows the host's stack in regexp2, and any goja bug reachable from
+// JavaScript is a bug in the host. (Regular expression literals are
+// compiled with the bundle, in the compiling worker.) With CompileInHost (or without child processes) a deeply
 // nested source kills the host; MaxSourceBytes only limits how much memory
 // the compile can take.
 //

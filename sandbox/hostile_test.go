@@ -241,6 +241,9 @@ export default async () => {
 				textCut(t, res.Error.Message, maxErrorMessage)
 				assert.True(t, strings.HasPrefix(res.Error.Message, "éé"))
 			}},
+		{name: "deeply nested runtime RegExp", attack: "a RegExp built at run time with groups 10^6 deep: regexp2 recurses over its tree (kills an in-process host, see the package doc)", holds: "the worker dies or hits its limit; the run fails, the host lives",
+			modes: onWorker, src: src("export default () => new RegExp('('.repeat(1e6) + ')'.repeat(1e6) + '\\\\1').test('');"), opts: long,
+			statuses: []Status{StatusMemory, StatusError}},
 		{name: "huge regexp error", attack: "a runtime SyntaxError quoting a 200 KB pattern", holds: "the message is cut to 64 KiB",
 			modes: onBoth, src: src("export default () => new RegExp('('.repeat(1e5) + ')'.repeat(1e5));"), opts: long,
 			statuses: link, errName: "SyntaxError", check: func(t *testing.T, res Result, _ *Runner) {
