@@ -116,6 +116,9 @@ var urlStyles = []urlStyle{
 
 // forms returns the distinct forms of value, the raw value first.
 func forms(value string) []string {
+	if plain(value) {
+		return []string{value}
+	}
 	seen := map[string]bool{}
 	var out []string
 	add := func(f string) {
@@ -251,6 +254,17 @@ func (st *urlStyle) escape(s string, lower bool) string {
 		}
 	}
 	return b.String()
+}
+
+// plain reports whether every style writes s as it is: s has only ASCII
+// letters, digits and "-_.", as most API keys do.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
 }
 
 // isAlnum reports whether c is an ASCII letter or digit. No form escapes

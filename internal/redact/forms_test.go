@@ -350,8 +350,28 @@ func TestFormsAreDistinctAndRawFirst(t *testing.T) {
 			seen[f] = true
 		}
 	}
-	if fs := forms("plainAlnum1234"); len(fs) != 1 {
-		t.Errorf("a secret of letters and digits has %d forms, want 1: %q", len(fs), fs)
+	for _, s := range []string{"plainAlnum1234", "sk-proj_abc.DEF"} {
+		if fs := forms(s); len(fs) != 1 {
+			t.Errorf("%q has %d forms, want 1: %q", s, len(fs), fs)
+		}
+	}
+	// plain is only a shortcut: for every byte it accepts, every style
+	// writes the byte as it is.
+	for c := 0; c < 256; c++ {
+		s := string([]byte{byte(c)}) + "abc"
+		if !plain(s) {
+			continue
+		}
+		for i := range jsonStyles {
+			if got := jsonStyles[i].escape(s); got != s {
+				t.Errorf("style %s writes %q as %q", jsonStyles[i].name, s, got)
+			}
+		}
+		for i := range urlStyles {
+			if got := urlStyles[i].escape(s, true); got != s {
+				t.Errorf("style %s writes %q as %q", urlStyles[i].name, s, got)
+			}
+		}
 	}
 }
 

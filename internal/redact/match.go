@@ -28,20 +28,26 @@ type machine struct {
 	states []state
 	edges  []edge
 
-	pre    [256]byte    // 1 for the first byte of a prefilter pair
-	pairs  [1024]uint64 // bit b0<<8|b1 for each prefilter pair
-	preOne int          // the only first byte of the prefilter pairs, or -1
+	pre [256]byte // 1 for the first byte of a prefilter pair
+	// pairs has bit pairBit(b0, b1) set for each prefilter pair b0, b1.
+	// Other pairs may share a bit: the automaton then finds nothing there.
+	pairs  [64]uint64
+	preOne int // the only first byte of the prefilter pairs, or -1
 	// lookback maps a prefilter pair to the most bytes a pattern has before
 	// it when it is the pattern's first prefilter pair.
 	lookback map[uint16]int
 }
 
-// state is a state of the automaton but the root.
+// state is a state of the automaton but the root. Most states, those in
+// the part of a pattern no other pattern shares, have one edge, which is
+// kept in the state itself.
 type state struct {
-	lo, hi int32 // its edges are edges[lo:hi]
+	lo, hi int32 // its edges are edges[lo:hi], when it has more than one
 	fail   int32
 	outLen int32 // length of the longest pattern ending here, 0 if none
 	outID  int32 // the secret of that pattern
+	next   int32 // the target of its only edge, or 0
+	c      byte  // the byte of its only edge
 }
 
 type edge struct {
@@ -62,25 +68,16 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 	m := &machine{preOne: -1}
 	for _, p := range pairs {
 		m.pre[p[0]] = 1
-		k := uint16(p[0])<<8 | uint16(p[1])
+		k := pairBit(p[0], p[1])
 		m.pairs[k>>6] |= 1 << (k & 63)
 	}
 	if n := countTrue(&m.pre); n == 1 {
 		m.preOne = int(pairs[0][0])
 	}
-	m.lookback = map[uint16]int{}
-	for _, p := range patterns {
-		k := m.firstPair(p.text)
-		if k < 0 {
-			panic("redact: a pattern without a prefilter pair")
-		}
-		key := uint16(p.text[k])<<8 | uint16(p.text[k+1])
-		m.lookback[key] = max(m.lookback[key], k)
-	}
+	m.setLookback(patterns)
 
 	// The trie. Inserting the patterns in sorted order, each shares the
-	// states of its common prefix with the one before, and every state's
-	// children are added in increasing byte order.
+	// states of its common prefix with the one before.
 	sorted := slices.Clone(patterns)
 	slices.SortFunc(sorted, func(a, b pattern) int { return strings.Compare(a.text, b.text) })
 	// The children of a state are a list through firstChild and sibling,
@@ -159,12 +156,16 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 	m.edges = make([]edge, 0, n-1)
 	for s := 1; s < n; s++ {
 		st := &m.states[s]
+		st.fail, st.outLen, st.outID = fail[s], outLen[s], outID[s]
+		if t := firstChild[s]; t >= 0 && sibling[t] < 0 {
+			st.c, st.next = label[t], t
+			continue
+		}
 		st.lo = int32(len(m.edges))
 		for t := firstChild[s]; t >= 0; t = sibling[t] {
 			m.edges = append(m.edges, edge{label[t], int32(t)})
 		}
 		st.hi = int32(len(m.edges))
-		st.fail, st.outLen, st.outID = fail[s], outLen[s], outID[s]
 	}
 	return m
 }
@@ -180,13 +181,32 @@ func commonPrefix(a, b string) int {
 	return n
 }
 
+// setLookback works out lookback from the prefilter.
+func (m *machine) setLookback(patterns []pattern) {
+	m.lookback = map[uint16]int{}
+	for _, p := range patterns {
+		k := m.firstPair(p.text)
+		if k < 0 {
+			panic("redact: a pattern without a prefilter pair")
+		}
+		key := uint16(p.text[k])<<8 | uint16(p.text[k+1])
+		m.lookback[key] = max(m.lookback[key], k)
+	}
+}
+
 // step returns the state after reading c in state s.
 func (m *machine) step(s int32, c byte) int32 {
 	for s != 0 {
 		st := &m.states[s]
-		for _, e := range m.edges[st.lo:st.hi] {
-			if e.c == c {
-				return e.next
+		if st.next != 0 {
+			if st.c == c {
+				return st.next
+			}
+		} else {
+			for _, e := range m.edges[st.lo:st.hi] {
+				if e.c == c {
+					return e.next
+				}
 			}
 		}
 		s = st.fail
@@ -281,16 +301,23 @@ func (m *machine) next(text string, pos int) int {
 	return -1
 }
 
-// isPair reports whether b0, b1 is a prefilter pair.
+// isPair reports whether b0, b1 may be a prefilter pair: it is when it is
+// one, and rarely when it is not.
 func (m *machine) isPair(b0, b1 byte) bool {
-	k := uint16(b0)<<8 | uint16(b1)
+	k := pairBit(b0, b1)
 	return m.pairs[k>>6]&(1<<(k&63)) != 0
 }
 
-// firstPair returns the index of the first prefilter pair in s, or -1.
+// pairBit returns the bit of pairs for b0, b1, one of 4096.
+func pairBit(b0, b1 byte) uint {
+	return (uint(b0)<<4 ^ uint(b1)) & 4095
+}
+
+// firstPair returns the index of the first prefilter pair in s, or -1,
+// by the same test as next.
 func (m *machine) firstPair(s string) int {
 	for i := 0; i+1 < len(s); i++ {
-		if m.isPair(s[i], s[i+1]) {
+		if m.pre[s[i]] != 0 && m.isPair(s[i], s[i+1]) {
 			return i
 		}
 	}

@@ -260,6 +260,45 @@ func TestAgainstTheReference(t *testing.T) {
 	}
 }
 
+// TestPrefilterFalsePositives sets every pair bit, so that the prefilter
+// stops at every byte that starts a prefilter pair whatever follows it, and
+// checks that the scan still finds exactly what the reference finds.
+func TestPrefilterFalsePositives(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "abXq1\"%+ "
+	for iter := 0; iter < 500; iter++ {
+		var secrets []Secret
+		var patterns []pattern
+		for i := rng.IntN(3) + 1; i > 0; i-- {
+			var b strings.Builder
+			for n := rng.IntN(6) + 4; n > 0; n-- {
+				b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+			}
+			secrets = append(secrets, Secret{string(rune('A' + i)), b.String()})
+		}
+		r := mustNew(t, secrets...)
+		for _, s := range secrets {
+			for _, f := range forms(s.Value) {
+				patterns = append(patterns, pattern{text: f})
+			}
+		}
+		for i := range r.m.pairs {
+			r.m.pairs[i] = ^uint64(0)
+		}
+		r.m.setLookback(patterns)
+		var text strings.Builder
+		for i := rng.IntN(10); i > 0; i-- {
+			s := secrets[rng.IntN(len(secrets))].Value
+			fs := forms(s)
+			text.WriteString(fs[rng.IntN(len(fs))][rng.IntN(2):])
+			text.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		if got, want := r.String(text.String()), naiveRedact(secrets, text.String()); got != want {
+			t.Fatalf("secrets %q, text %q:\n got %q\nwant %q", secrets, text.String(), got, want)
+		}
+	}
+}
+
 // TestManySecrets exercises the automaton with many patterns sharing
 // prefixes, and the table prefilter.
 func TestManySecrets(t *testing.T) {
