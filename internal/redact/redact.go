@@ -44,9 +44,10 @@
 // letters or digits of its value, rare in ordinary text), and an
 // Aho–Corasick automaton built once per Redactor looks at the bytes around
 // it (see machine). A text with no secret in it is returned as it is,
-// without allocating. Building a Redactor costs microseconds for a secret of
-// letters and digits, and about a millisecond for a long secret full of
-// characters that every encoder writes differently.
+// without allocating. Building a Redactor is slower: about 5µs for a secret
+// of letters and digits (one form), 30µs for a base64 one, 170µs for 24
+// bytes full of characters that encoders write differently (59 forms), and
+// 1.5ms for a 1.7 KB PEM key, on the machine the benchmarks ran on.
 package redact
 
 import (
