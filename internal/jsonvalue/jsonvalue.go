@@ -14,14 +14,15 @@
 //
 // A normalised value is nil, bool, float64, json.Number, string,
 // []any or map[string]any, recursively. It is what encoding/json would
-// write for the value and read back into an any, with two differences:
+// write for the value and read back into an any, except for numbers:
 //
-//   - Numbers: an integer whose magnitude is above 2^53 (which float64 cannot
-//     hold exactly) and a number beyond the range of float64 are a
-//     json.Number with their exact decimal text; every other number is a
-//     float64. So an int64 ID is never silently rounded.
-//   - Strings are valid UTF-8: each byte that is not part of valid UTF-8 is
-//     replaced by U+FFFD, as encoding/json does when it writes the value.
+//   - An integer whose magnitude is above 2^53 (which float64 cannot hold
+//     exactly) and a number beyond the range of float64 are a json.Number
+//     with their exact decimal text; every other number is a float64. So an
+//     int64 ID is never silently rounded, and 1e400 is kept.
+//   - Strings and keys are valid UTF-8: each byte that is not part of valid
+//     UTF-8 is replaced by U+FFFD, as the round trip through encoding/json
+//     does.
 //
 // Go values are walked by encoding/json's rules: struct fields by their json
 // tags (names, "-", omitempty, omitzero, string), embedded structs promoted
@@ -47,6 +48,11 @@
 // MarshalText method that fails, panics or writes invalid JSON
 // ([ErrMarshaler]), and a tree larger than the limits ([ErrTooLarge]).
 // Normalize never panics and never overflows the stack, whatever its input.
+//
+// # Concurrency
+//
+// Normalize and Clone may be called from any number of goroutines at once.
+// Each reads its argument, which must not change while it does.
 package jsonvalue
 
 import (
