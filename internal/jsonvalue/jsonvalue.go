@@ -14,15 +14,13 @@
 //
 // A normalised value is nil, bool, float64, json.Number, string,
 // []any or map[string]any, recursively. It is what encoding/json would
-// write for the value and read back into an any, except for numbers:
-//
-//   - An integer whose magnitude is above 2^53 (which float64 cannot hold
-//     exactly) and a number beyond the range of float64 are a json.Number
-//     with their exact decimal text; every other number is a float64. So an
-//     int64 ID is never silently rounded, and 1e400 is kept.
-//   - Strings and keys are valid UTF-8: each byte that is not part of valid
-//     UTF-8 is replaced by U+FFFD, as the round trip through encoding/json
-//     does.
+// write for the value and read back into an any, except for numbers that a
+// float64 cannot hold: an integer whose magnitude is above 2^53 and a number
+// beyond the range of float64 are a json.Number with their exact decimal
+// text, and every other number is a float64. So an int64 ID is never
+// silently rounded, and 1e400 from a MarshalJSON method is kept. As in the
+// round trip, strings and keys are valid UTF-8: each byte that is not part
+// of valid UTF-8 is replaced by U+FFFD.
 //
 // Go values are walked by encoding/json's rules: struct fields by their json
 // tags (names, "-", omitempty, omitzero, string), embedded structs promoted
