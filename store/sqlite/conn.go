@@ -293,22 +293,24 @@ func (c *rawConn) insert(threadID string, base int64, rows []msgRow) error {
 	for i, r := range rows {
 		p, m := 2+i*msgCols, r.m
 		b.int(p, base+int64(i)+1)
-		b.text(p+1, r.id)
+		b.text(p+1, m.ID)
 		b.text(p+2, string(m.Role))
 		b.text(p+3, m.ToolCallID)
 		b.int(p+4, int64(m.Depth))
 		b.bool(p+5, m.Silent)
-		b.int(p+6, micros(r.created))
+		b.int(p+6, micros(m.CreatedAt))
 		b.text(p+7, m.Content)
 		b.text(p+8, m.Name)
 		b.text(p+9, string(m.ToolStatus))
 		b.text(p+10, m.ParentID)
 		b.text(p+11, m.Prompt)
 		b.text(p+12, m.SubagentID)
+		b.text(p+13, m.Side)
+		b.text(p+14, m.CallDigest)
 		if r.extra == nil {
-			b.null(p + 13)
+			b.null(p + 15)
 		} else {
-			b.text(p+13, *r.extra)
+			b.text(p+15, *r.extra)
 		}
 	}
 	if b.err == nil {

@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/store/keyring"
@@ -31,9 +32,12 @@ func Example() {
 	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "thread-1"}); err != nil {
 		log.Fatal(err)
 	}
+	// A store keeps messages as given: ids and times are the caller's (the
+	// executor and the runtime set them before they store a message).
+	now := time.Now().UTC()
 	err = st.AppendMessages(ctx, "thread-1",
-		&toolrun.Message{Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "call-1", Name: "lookup", Arguments: `{"q":"go"}`}}},
-		&toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "call-1", Name: "lookup", ToolStatus: toolrun.StatusSuccess, Content: "found it"})
+		&toolrun.Message{ID: "msg-1", Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "call-1", Name: "lookup", Arguments: `{"q":"go"}`}}, CreatedAt: now},
+		&toolrun.Message{ID: "msg-2", Role: toolrun.RoleTool, ToolCallID: "call-1", Name: "lookup", ToolStatus: toolrun.StatusSuccess, Content: "found it", CreatedAt: now})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -52,7 +56,7 @@ func Example() {
 		fmt.Printf("%d %s %q\n", m.Seq, m.Role, m.Content)
 	}
 	// A second result for the same call is refused.
-	err = st.AppendMessages(ctx, "thread-1", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "call-1", Content: "again"})
+	err = st.AppendMessages(ctx, "thread-1", &toolrun.Message{ID: "msg-3", Role: toolrun.RoleTool, ToolCallID: "call-1", Content: "again", CreatedAt: now})
 	fmt.Println(err)
 	// Output:
 	// 1 assistant ""

@@ -15,12 +15,14 @@ func TestEncodeExtra(t *testing.T) {
 	for i, m := range []*toolrun.Message{
 		{},
 		{ID: "m", ThreadID: "t", Seq: 3, Role: toolrun.RoleTool, Content: "c", ToolCallID: "x", Name: "n", ToolStatus: toolrun.StatusError,
-			ParentID: "p", Depth: 2, Silent: true, Prompt: "pr", SubagentID: "s", CreatedAt: at},
+			ParentID: "p", Depth: 2, Silent: true, Prompt: "pr", SubagentID: "s", Side: "a", CallDigest: "d", CreatedAt: at},
 		{ToolCalls: []toolrun.ToolCall{}},          // empty, not nil: encodes as empty
 		{Metadata: map[string]any{}},               // likewise
 		{ToolCalls: []toolrun.ToolCall{{ID: "c"}}}, // has extra
 		{Attachments: []toolrun.AttachmentRef{{}}},
 		{Metadata: map[string]any{"k": 1}},
+		{ErrorCode: "e"}, // typed fields without a column go to extra
+		{QueuedCalls: []toolrun.ToolCall{{ID: "q", Redacted: true}}},
 	} {
 		got, err := encodeExtra(m)
 		if err != nil {

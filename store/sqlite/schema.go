@@ -89,10 +89,71 @@ CREATE TABLE children (
 	// version keeps builds before encryption, which would take the sealed
 	// text for the value, from opening the file.
 	`SELECT 1`,
+	// 3: typed fields. Thread.Arguments and SessionTurns get columns, and
+	// so do the hot Message fields Side and CallDigest (every runtime
+	// message has a side, every tool result a call digest: with columns
+	// such rows need no JSON). The facts that travelled in maps move into
+	// the fields that now hold them. Only values of toolrun's own form move
+	// (a string error code, an object of error data, and so on, on the
+	// roles that had them), and a typed field already set wins, so a
+	// caller's own metadata and property keys stay where they are.
+	`
+ALTER TABLE threads ADD COLUMN arguments TEXT; -- JSON object or NULL
+ALTER TABLE threads ADD COLUMN session_turns INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE messages ADD COLUMN side TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN call_digest TEXT NOT NULL DEFAULT '';
+
+-- Thread properties: session_turns and arguments.
+UPDATE threads SET session_turns = CAST(properties ->> '$.session_turns' AS INTEGER),
+		properties = nullif(json_remove(properties, '$.session_turns'), '{}')
+	WHERE json_type(properties, '$.session_turns') IN ('integer', 'real');
+UPDATE threads SET arguments = json(properties -> '$.arguments'),
+		properties = nullif(json_remove(properties, '$.arguments'), '{}')
+	WHERE json_type(properties, '$.arguments') = 'object';
+
+-- Message fields that were JSON in extra and now have columns.
+UPDATE messages SET call_digest = extra ->> '$.call_digest', extra = json_remove(extra, '$.call_digest')
+	WHERE json_type(extra, '$.call_digest') = 'text';
+UPDATE messages SET side = extra ->> '$.side', extra = json_remove(extra, '$.side')
+	WHERE json_type(extra, '$.side') = 'text';
+
+-- Message metadata keys toolrun wrote.
+UPDATE messages SET side = extra ->> '$.metadata.side', extra = json_remove(extra, '$.metadata.side')
+	WHERE json_type(extra, '$.metadata.side') = 'text' AND side = '';
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.error_code'), '$.error_code', extra ->> '$.metadata.error_code')
+	WHERE json_type(extra, '$.metadata.error_code') = 'text' AND role IN ('tool', 'assistant') AND json_type(extra, '$.error_code') IS NULL;
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.error_data'), '$.error_data', json(extra -> '$.metadata.error_data'))
+	WHERE json_type(extra, '$.metadata.error_data') = 'object' AND role = 'tool' AND json_type(extra, '$.error_data') IS NULL;
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.stack'), '$.stack', extra ->> '$.metadata.stack')
+	WHERE json_type(extra, '$.metadata.stack') = 'text' AND role = 'tool' AND json_type(extra, '$.stack') IS NULL;
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.queued'), '$.queued', json('true'))
+	WHERE json_type(extra, '$.metadata.queued') = 'true' AND role = 'tool' AND json_type(extra, '$.queued') IS NULL;
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.arguments'), '$.arguments', extra ->> '$.metadata.arguments')
+	WHERE json_type(extra, '$.metadata.arguments') = 'text' AND json_type(extra, '$.queued') = 'true' AND json_type(extra, '$.arguments') IS NULL;
+UPDATE messages SET extra = json_set(json_remove(extra, '$.metadata.queued_calls'), '$.queued_calls', json(
+		(SELECT json_group_array(CASE WHEN json_type(value, '$.arguments_redacted') = 'true'
+				THEN json_set(json_remove(value, '$.arguments_redacted'), '$.redacted', json('true'))
+				ELSE json_remove(value, '$.arguments_redacted') END ORDER BY key)
+			FROM json_each(extra, '$.metadata.queued_calls'))))
+	WHERE json_type(extra, '$.metadata.queued_calls') = 'array' AND role = 'tool' AND json_type(extra, '$.queued_calls') IS NULL;
+
+-- A metadata object left empty goes, and so does an extra left with
+-- nothing but the zero fields every encoding has.
+UPDATE messages SET extra = json_remove(extra, '$.metadata')
+	WHERE json_type(extra, '$.metadata') = 'object' AND NOT EXISTS (SELECT 1 FROM json_each(extra, '$.metadata'));
+UPDATE messages SET extra = NULL
+	WHERE extra IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(extra)
+		WHERE key NOT IN ('id', 'thread_id', 'seq', 'role', 'content', 'created_at'));
+
+-- A child status that is not a state was the child's report.
+UPDATE children SET body = json_set(body, '$.report', body ->> '$.status', '$.status', 'running')
+	WHERE json_type(body, '$.status') = 'text'
+		AND body ->> '$.status' NOT IN ('', 'running', 'idle', 'failed', 'awaiting_human', 'terminated');
+`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrate brings the database to SchemaVersion in one IMMEDIATE transaction,
 // so two processes opening the same file at once apply each step once.

@@ -26,7 +26,15 @@
 // Open and New create or upgrade the schema to [SchemaVersion], recording
 // applied versions in the schema_version table. The one-result-per-tool-call
 // rule is a unique index of the database, so it holds for every process that
-// writes to the file.
+// writes to the file. Version 3 gives Thread.Arguments and SessionTurns and
+// Message.Side and CallDigest columns and moves what older builds kept in
+// message metadata (error details, queued calls, the side), thread
+// properties (arguments, session turns) and free child statuses (now
+// ChildEntry.Report) into the typed fields; a caller's own keys stay.
+//
+// The Store keeps records as given (see toolrun.Store): it makes no ids
+// and reads no clock for them; it refuses a message without ID or
+// CreatedAt and a thread without ID.
 //
 // # Secrets
 //
@@ -68,9 +76,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -380,19 +386,11 @@ func (s *Store) write(ctx context.Context, fn func() error) error {
 	}
 }
 
-// newID returns a message id: "msg_" and 16 random hex digits, the form
-// the root package uses.
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "msg_" + hex.EncodeToString(b[:])
-}
-
+// Times are stored as Unix microseconds; the zero time is stored as its
+// own (negative) value, so it comes back zero.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 func nullMicros(t time.Time) sql.NullInt64 {
 	if t.IsZero() {
@@ -418,24 +416,16 @@ func jsonOrNull(v any, empty bool) (sql.NullString, error) {
 // CreateThread implements toolrun.ThreadStore.
 func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	if t.ID == "" {
-		return errors.New("sqlite: create thread: empty id")
+		return errors.New("sqlite: create thread: the thread has no ID")
 	}
-	created := t.CreatedAt
-	if created.IsZero() {
-		created = now()
-	}
-	props, err := jsonOrNull(t.Properties, t.Properties == nil)
+	args, props, tags, err := threadJSON(t)
 	if err != nil {
-		return fmt.Errorf("sqlite: create thread %q: properties: %w", t.ID, err)
-	}
-	tags, err := jsonOrNull(t.Tags, t.Tags == nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: create thread %q: tags: %w", t.ID, err)
+		return fmt.Errorf("sqlite: create thread %q: %w", t.ID, err)
 	}
 	err = s.write(ctx, func() error {
-		res, err := s.exec(ctx, `INSERT INTO threads (id, agent_id, user_id, parent_id, properties, tags, created_at, terminated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			t.ID, t.AgentID, t.UserID, t.ParentID, props, tags, micros(created), nullMicros(t.TerminatedAt))
+		res, err := s.exec(ctx, `INSERT INTO threads (id, agent_id, user_id, parent_id, arguments, session_turns, properties, tags, created_at, terminated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+			t.ID, t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, micros(t.CreatedAt), nullMicros(t.TerminatedAt))
 		if err != nil {
 			return err
 		}
@@ -447,20 +437,33 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: create thread %q: %w", t.ID, err)
 	}
-	t.CreatedAt = created
 	return nil
+}
+
+// threadJSON encodes the JSON columns of a thread, NULL for nil.
+func threadJSON(t *toolrun.Thread) (args, props, tags sql.NullString, err error) {
+	if args, err = jsonOrNull(t.Arguments, t.Arguments == nil); err != nil {
+		return args, props, tags, fmt.Errorf("arguments: %w", err)
+	}
+	if props, err = jsonOrNull(t.Properties, t.Properties == nil); err != nil {
+		return args, props, tags, fmt.Errorf("properties: %w", err)
+	}
+	if tags, err = jsonOrNull(t.Tags, t.Tags == nil); err != nil {
+		return args, props, tags, fmt.Errorf("tags: %w", err)
+	}
+	return args, props, tags, nil
 }
 
 // GetThread implements toolrun.ThreadStore.
 func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, error) {
 	var (
-		t           = toolrun.Thread{ID: id}
-		props, tags sql.NullString
-		created     int64
-		terminated  sql.NullInt64
+		t                 = toolrun.Thread{ID: id}
+		args, props, tags sql.NullString
+		created           int64
+		terminated        sql.NullInt64
 	)
-	err := s.queryRow(ctx, `SELECT agent_id, user_id, parent_id, properties, tags, created_at, terminated_at
-		FROM threads WHERE id = ?`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &props, &tags, &created, &terminated)
+	err := s.queryRow(ctx, `SELECT agent_id, user_id, parent_id, arguments, session_turns, properties, tags, created_at, terminated_at
+		FROM threads WHERE id = ?`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &args, &t.SessionTurns, &props, &tags, &created, &terminated)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = toolrun.ErrNotFound
 	}
@@ -470,6 +473,11 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 	t.CreatedAt = fromMicros(created)
 	if terminated.Valid {
 		t.TerminatedAt = fromMicros(terminated.Int64)
+	}
+	if args.Valid {
+		if err := json.Unmarshal([]byte(args.String), &t.Arguments); err != nil {
+			return nil, fmt.Errorf("sqlite: get thread %q: arguments: %w", id, err)
+		}
 	}
 	if props.Valid {
 		if err := json.Unmarshal([]byte(props.String), &t.Properties); err != nil {
@@ -486,17 +494,14 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 
 // UpdateThread implements toolrun.ThreadStore.
 func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
-	props, err := jsonOrNull(t.Properties, t.Properties == nil)
+	args, props, tags, err := threadJSON(t)
 	if err != nil {
-		return fmt.Errorf("sqlite: update thread %q: properties: %w", t.ID, err)
-	}
-	tags, err := jsonOrNull(t.Tags, t.Tags == nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: update thread %q: tags: %w", t.ID, err)
+		return fmt.Errorf("sqlite: update thread %q: %w", t.ID, err)
 	}
 	err = s.write(ctx, func() error {
-		res, err := s.exec(ctx, `UPDATE threads SET agent_id = ?, user_id = ?, parent_id = ?, properties = ?, tags = ?, terminated_at = ?
-			WHERE id = ?`, t.AgentID, t.UserID, t.ParentID, props, tags, nullMicros(t.TerminatedAt), t.ID)
+		res, err := s.exec(ctx, `UPDATE threads SET agent_id = ?, user_id = ?, parent_id = ?, arguments = ?, session_turns = ?,
+			properties = ?, tags = ?, terminated_at = ? WHERE id = ?`,
+			t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, nullMicros(t.TerminatedAt), t.ID)
 		if err != nil {
 			return err
 		}
@@ -525,16 +530,14 @@ func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
 func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
 	// Prepare everything outside the write lock; write back only on success.
 	rows := make([]msgRow, len(msgs))
-	t0 := now()
 	for i, m := range msgs {
+		if m.ID == "" {
+			return fmt.Errorf("sqlite: append to thread %q: message %d has no ID", threadID, i)
+		}
+		if m.CreatedAt.IsZero() {
+			return fmt.Errorf("sqlite: append to thread %q: message %d (%s) has no CreatedAt", threadID, i, m.ID)
+		}
 		r := &rows[i]
-		r.id, r.created = m.ID, m.CreatedAt
-		if r.id == "" {
-			r.id = newID()
-		}
-		if r.created.IsZero() {
-			r.created = t0
-		}
 		extra, err := encodeExtra(m)
 		if err != nil {
 			return fmt.Errorf("sqlite: append to thread %q: encode message %d: %w", threadID, i, err)
@@ -602,9 +605,6 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 	}
 	for i, m := range msgs {
 		m.Seq = base + int64(i) + 1
-		m.ID = rows[i].id
-		m.ThreadID = threadID
-		m.CreatedAt = rows[i].created
 	}
 	return nil
 }
@@ -613,13 +613,11 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 // appends use an explicit transaction.
 const insertChunk = 100
 
-// msgRow is a message ready to insert: the caller's message and the values
-// AppendMessages assigned or encoded.
+// msgRow is a message ready to insert: the caller's message and the JSON
+// AppendMessages encoded for it.
 type msgRow struct {
-	m       *toolrun.Message
-	id      string
-	created time.Time
-	extra   *string // JSON of the fields without a column; nil = NULL
+	m     *toolrun.Message
+	extra *string // JSON of the fields without a column; nil = NULL
 }
 
 // cacheSeq remembers the last Seq of a thread; callers hold wmu.
@@ -639,12 +637,14 @@ func mapInsertErr(err error) error {
 
 // The message columns, in the order AppendMessages binds and scanMessage
 // reads them. The fields without a column — tool calls, attachments,
-// metadata and any field added to Message later — are kept as JSON in
-// extra, NULL when they are all empty: most messages need no JSON decoding.
+// error details, queued calls, metadata and any field added to Message
+// later — are kept as JSON in extra, NULL when they are all empty: most
+// messages (plain tool results and turn messages, whose side and call
+// digest have columns) need no JSON at all.
 const (
-	msgColumns      = `seq, id, role, tool_call_id, depth, silent, created_at, content, name, tool_status, parent_id, prompt, subagent_id, extra`
-	msgCols         = 14
-	msgPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	msgColumns      = `seq, id, role, tool_call_id, depth, silent, created_at, content, name, tool_status, parent_id, prompt, subagent_id, side, call_digest, extra`
+	msgCols         = 16
+	msgPlaceholders = `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 // emptyExtra is the encoding of a message whose fields all have columns.
@@ -655,6 +655,7 @@ func columnless(m *toolrun.Message) *toolrun.Message {
 	c := *m
 	c.ID, c.ThreadID, c.Seq, c.Role, c.Content, c.ToolCallID, c.Name, c.ToolStatus = "", "", 0, "", "", "", "", ""
 	c.ParentID, c.Depth, c.Silent, c.Prompt, c.SubagentID, c.CreatedAt = "", 0, false, "", "", time.Time{}
+	c.Side, c.CallDigest = "", ""
 	return &c
 }
 
@@ -684,7 +685,7 @@ func scanMessage(threadID string, sc interface{ Scan(...any) error }, extraDest 
 		extra        []byte
 	)
 	dest := append([]any{&m.Seq, &m.ID, &role, &m.ToolCallID, &m.Depth, &m.Silent, &created,
-		&m.Content, &m.Name, &status, &m.ParentID, &m.Prompt, &m.SubagentID, &extra}, extraDest...)
+		&m.Content, &m.Name, &status, &m.ParentID, &m.Prompt, &m.SubagentID, &m.Side, &m.CallDigest, &extra}, extraDest...)
 	if err := sc.Scan(dest...); err != nil {
 		return m, err
 	}
@@ -704,6 +705,7 @@ func scanMessage(threadID string, sc interface{ Scan(...any) error }, extraDest 
 func mergeExtra(m, x toolrun.Message) toolrun.Message {
 	x.ID, x.Seq, x.Role, x.Content, x.ToolCallID, x.Name, x.ToolStatus = m.ID, m.Seq, m.Role, m.Content, m.ToolCallID, m.Name, m.ToolStatus
 	x.ParentID, x.Depth, x.Silent, x.Prompt, x.SubagentID = m.ParentID, m.Depth, m.Silent, m.Prompt, m.SubagentID
+	x.Side, x.CallDigest = m.Side, m.CallDigest
 	return x
 }
 
@@ -715,14 +717,12 @@ func mergeExtra(m, x toolrun.Message) toolrun.Message {
 // appended since (in the same statement as the page, so both see one
 // snapshot). The first query of a thread and filter in a process counts all
 // its rows once.
+//
+// A query with After reads only the rows after it (see listAfter).
 func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
-	depth := int64(q.MaxDepth)
-	if depth < 0 {
-		depth = -1
-	}
-	filter := ` AND (?2 < 0 OR depth <= ?2)`
-	if !q.IncludeSilent {
-		filter += ` AND silent = 0`
+	depth, filter := listFilter(q)
+	if q.After > 0 {
+		return s.listAfter(ctx, threadID, q, depth, filter)
 	}
 	key := countKey{threadID, q.IncludeSilent, depth}
 	s.cmu.Lock()
@@ -769,6 +769,76 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 		slices.Reverse(page.Messages)
 	}
 	return page, nil
+}
+
+// listFilter returns the depth parameter (?2) of q and the SQL of its depth
+// and silence filters.
+func listFilter(q toolrun.MessageQuery) (int64, string) {
+	depth := int64(q.MaxDepth)
+	if depth < 0 {
+		depth = -1
+	}
+	filter := ` AND (?2 < 0 OR depth <= ?2)`
+	if !q.IncludeSilent {
+		filter += ` AND silent = 0`
+	}
+	return depth, filter
+}
+
+// listAfter answers a query with After. The primary key (thread_id, seq)
+// seeks to the first row after After, or to the thread's last row and back
+// to After, so the rows read are the rows returned, the rows the offset
+// skips and the rows the filters leave out (TestListAfterPlans). Total is
+// the number of matching rows after After: taken from the page when the
+// page runs to the end of that range (a query without Limit), counted in
+// the same statement otherwise (an index range of the rows after After).
+func (s *Store) listAfter(ctx context.Context, threadID string, q toolrun.MessageQuery, depth int64, filter string) (toolrun.MessagePage, error) {
+	limit := int64(q.Limit)
+	if limit <= 0 {
+		limit = -1
+	}
+	off := max(q.Offset, 0)
+	query, count := afterSQL(q, filter)
+	var total int64
+	var tail []any
+	if limit > 0 {
+		tail = []any{&total}
+	}
+	page, err := s.listPage(ctx, threadID, query, []any{threadID, depth, q.After, limit, off}, tail...)
+	switch {
+	case err != nil:
+	case limit < 0 && (len(page.Messages) > 0 || off == 0):
+		total = int64(off + len(page.Messages))
+	case len(page.Messages) == 0:
+		// The offset passed every row after After: fewer than it to count.
+		err = s.queryRow(ctx, count, threadID, depth, q.After).Scan(&total)
+	}
+	if err != nil {
+		return toolrun.MessagePage{}, fmt.Errorf("sqlite: list messages of thread %q: %w", threadID, err)
+	}
+	page.Total = int(total)
+	page.HasMore = off+len(page.Messages) < page.Total
+	if q.Order == toolrun.OrderDefault {
+		slices.Reverse(page.Messages)
+	}
+	return page, nil
+}
+
+// afterSQL returns the page statement of a query with After (thread ?1,
+// depth ?2, After ?3, limit ?4, offset ?5; with a Limit, each row also
+// carries the count) and the statement counting its rows (?1 to ?3).
+func afterSQL(q toolrun.MessageQuery, filter string) (query, count string) {
+	dir := "DESC"
+	if q.Order == toolrun.OrderAsc {
+		dir = "ASC"
+	}
+	rng := ` FROM messages WHERE thread_id = ?1 AND seq > ?3` + filter
+	count = `SELECT count(*)` + rng
+	query = `SELECT ` + msgColumns
+	if q.Limit > 0 {
+		query += `, (` + count + `)`
+	}
+	return query + rng + ` ORDER BY seq ` + dir + ` LIMIT ?4 OFFSET ?5`, count
 }
 
 // countKey names one message filter of one thread; countEntry is its
@@ -1196,11 +1266,7 @@ func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
 
 // PutChild implements toolrun.ChildStore.
 func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
-	t := now()
-	created := e.CreatedAt
-	if created.IsZero() {
-		created = t
-	}
+	created, updated := e.CreatedAt, e.UpdatedAt
 	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
 	body, err := json.Marshal(&e)
 	if err != nil {
@@ -1209,7 +1275,7 @@ func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	err = s.write(ctx, func() error {
 		_, err := s.exec(ctx, `INSERT INTO children (parent_id, reference, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (parent_id, reference) DO UPDATE SET updated_at = excluded.updated_at, body = excluded.body`,
-			e.ParentID, e.Reference, micros(created), micros(t), string(body))
+			e.ParentID, e.Reference, micros(created), micros(updated), string(body))
 		return err
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/driver"
@@ -21,6 +22,14 @@ import (
 	"github.com/toolrun/toolrun/store/sqlite"
 	"github.com/toolrun/toolrun/store/storetest"
 )
+
+var testIDs atomic.Int64
+
+// testID returns a fresh message id, as the front layer would give one.
+func testID() string { return fmt.Sprint("msg-", testIDs.Add(1)) }
+
+// testTime is the creation time of the tests' messages.
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 
 // paths remembers the file of each store opened by a test, for Reopen.
 var paths sync.Map // *sqlite.Store → string
@@ -172,7 +181,7 @@ func TestToolResultIndex(t *testing.T) {
 	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x"}); err != nil {
+	if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: "c1", Content: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := st.DB().Exec(`INSERT INTO messages (thread_id, seq, id, role, tool_call_id, created_at, content, name, tool_status, parent_id, prompt, subagent_id)
@@ -203,7 +212,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 	for i, st := range stores {
 		wg.Go(func() {
 			for j := range 50 {
-				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: "x"}
+				m := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: "x"}
 				if err := st.AppendMessages(ctx, "t", m); err != nil {
 					t.Error(err)
 					return
@@ -225,7 +234,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 		}
 	}
 	// The duplicate rule spans both stores.
-	err = stores[0].AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1-7"})
+	err = stores[0].AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: "c1-7"})
 	if !errors.Is(err, toolrun.ErrDuplicateToolResult) {
 		t.Errorf("duplicate through the other store: %v", err)
 	}
@@ -304,15 +313,15 @@ func TestTotalAcrossStores(t *testing.T) {
 	}
 	totals(0, 0)
 	for i := range 3 {
-		if err := b.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Silent: i == 1}); err != nil {
+		if err := b.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Silent: i == 1}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	totals(2, 3)
-	if err := b.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Depth: 1}, &toolrun.Message{Role: toolrun.RoleUser}); err != nil {
+	if err := b.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Depth: 1}, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Silent: true}); err != nil {
+	if err := a.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Silent: true}); err != nil {
 		t.Fatal(err)
 	}
 	totals(3, 6)
@@ -420,7 +429,7 @@ func TestPlainConnectionShares(t *testing.T) {
 	for i, st := range []*sqlite.Store{a, b} {
 		wg.Go(func() {
 			for j := range 300 {
-				m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: strings.Repeat("x", j)}
+				m := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d", i, j), Content: strings.Repeat("x", j)}
 				if err := st.AppendMessages(ctx, "t", m); err != nil {
 					t.Error(err)
 					return
@@ -461,7 +470,7 @@ func TestWALStaysBounded(t *testing.T) {
 	}
 	maxWAL := int64(0)
 	for i := range 12000 {
-		if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"}); err != nil {
+		if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "result"}); err != nil {
 			t.Fatal(err)
 		}
 		if i%500 == 0 {
@@ -506,7 +515,7 @@ func TestOneConnectionPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range 3 {
-			if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i)}); err != nil {
+			if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: fmt.Sprint("c", i)}); err != nil {
 				t.Fatal(err)
 			}
 			var n int
@@ -553,13 +562,13 @@ func TestCancelledLongAppend(t *testing.T) {
 			c.n.Store(n)
 			msgs := make([]*toolrun.Message, 150)
 			for i := range msgs {
-				msgs[i] = &toolrun.Message{Role: toolrun.RoleUser, Content: "x"}
+				msgs[i] = &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "x"}
 			}
 			err := st.AppendMessages(c, "t", msgs...)
 			if err == nil {
 				want += len(msgs)
 			}
-			if err := st.AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleUser, Content: "marker"}); err != nil {
+			if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "marker"}); err != nil {
 				t.Fatalf("Exclusive=%v, cancelled at Err call %d: next append: %v", opts != nil, n, err)
 			}
 			want++
