@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -186,6 +189,7 @@ type batch struct {
 	curCall string // the top-level call running now (ids of the calls it queues derive from it)
 	queuedN int
 	ran     []string // ids of the calls run so far
+	ranBuf  [4]string
 }
 
 type pending struct {
@@ -412,7 +416,7 @@ func safeID(id string) bool {
 // control characters and invalid UTF-8 become U+FFFD, and it is cut at 256
 // bytes. A registered name is returned as it is.
 func cleanName(name string) string {
-	if nameRE.MatchString(name) {
+	if plainName(name) {
 		return name
 	}
 	name = strings.ToValidUTF8(name, "\uFFFD")
@@ -426,6 +430,22 @@ func cleanName(name string) string {
 		name = strings.ToValidUTF8(name[:256], "")
 	}
 	return name
+}
+
+// plainName reports whether name is made of what names and qualified names
+// are (letters, digits, '_', '-', '/'), 1 to 129 bytes: such a name needs no
+// cleaning.
+func plainName(name string) bool {
+	if len(name) == 0 || len(name) > 129 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '/') {
+			return false
+		}
+	}
+	return true
 }
 
 // callDigest identifies a call by its tool and its redacted arguments, so
@@ -460,6 +480,9 @@ func (b *batch) ranID(id string) bool {
 
 func (b *batch) markRan(id string) {
 	b.mu.Lock()
+	if b.ran == nil {
+		b.ran = b.ranBuf[:0]
+	}
 	b.ran = append(b.ran, id)
 	b.mu.Unlock()
 }
@@ -701,7 +724,11 @@ func prepareArgsGeneral(s *schema.Schema, text string, typed bool) (_ toolArgs, 
 func callTool(ctx context.Context, t *funcTool, st ThreadState, in toolArgs) (res Result, abort error) {
 	f := callFrames.Get().(*callFrame)
 	f.ctx, f.tool, f.st, f.in = ctx, t, st, in
-	go f.run()
+	select {
+	case idleRunners <- f: // a runner whose stack has grown already takes it
+	default:
+		go runCalls(f)
+	}
 	<-f.done
 	res, abort = f.res, f.abort
 	*f = callFrame{done: f.done}
@@ -728,7 +755,35 @@ type callFrame struct {
 
 var callFrames = sync.Pool{New: func() any { return &callFrame{done: make(chan struct{}, 1)} }}
 
+// idleRunners hands a call to a runner goroutine waiting for one. A fresh
+// goroutine per call would cost more than the call: its small stack grows
+// again, by copying, for every call.
+var idleRunners = make(chan *callFrame)
+
+// idleCount counts the runners waiting for a call; at most maxIdle wait,
+// so a burst of concurrent calls does not leave its runners behind.
+var idleCount atomic.Int32
+
+var maxIdle = int32(4 * runtime.GOMAXPROCS(0))
+
+// runCalls runs f, then the calls handed to it while it waits, until more
+// than maxIdle runners would be waiting. A tool that calls runtime.Goexit
+// ends its runner (after f.run has reported the call), which is all Goexit
+// can do.
+func runCalls(f *callFrame) {
+	for {
+		f.run()
+		if idleCount.Add(1) > maxIdle {
+			idleCount.Add(-1)
+			return
+		}
+		f = <-idleRunners
+		idleCount.Add(-1)
+	}
+}
+
 func (f *callFrame) run() {
+	pprof.SetGoroutineLabels(f.ctx) // profiles see the caller's labels
 	returned := false
 	defer func() {
 		if !returned {
