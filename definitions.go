@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/toolrun/toolrun/internal/schema"
 )
 
 // definitionKind names the kind of a non-tool definition.
@@ -38,6 +40,7 @@ func (r *Registry) prepare(e *entry) error {
 			return &RegistrationError{Name: e.name, Reason: "RequiredSchema: " + err.Error()}
 		}
 		d.compiled = s
+		d.args = schema.NewArgs(s, nil)
 		return nil
 	case *Agent:
 		for _, side := range []struct {

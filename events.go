@@ -2,7 +2,11 @@ package toolrun
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
+	"time"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // Hooks are called by the executor around tool calls. Hooks run
@@ -81,4 +85,69 @@ func (b *events) publish(ev Event) {
 			fn(ev)
 		}()
 	}
+}
+
+// fireStarted fires tool_call_started for a call that did not stream (a
+// queued call, a bare batch's call) just before it runs; progress is its
+// handler's progress argument.
+func (e *Executor) fireStarted(ctx context.Context, b *batch, c ToolCall, progress string) {
+	if e.hooks.ToolCallStarted == nil && !e.ev.has(b.threadID) {
+		return
+	}
+	if !b.markStarted(c.ID) {
+		return // it fired while the response streamed
+	}
+	ev := ToolCallStarted{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	if progress != "" {
+		ev.Progress = progressOf(c.Arguments, progress)
+	}
+	e.emitStarted(ctx, b, ev)
+}
+
+// emitStarted calls the hook and publishes the thread event.
+func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted) {
+	red := e.redactor(b)
+	if ev.Progress != nil {
+		p := red.String(*ev.Progress)
+		ev.Progress = &p
+	}
+	ev.Arguments = red.String(ev.Arguments)
+	if h := e.hooks.ToolCallStarted; h != nil {
+		e.safeHook(ctx, "tool_call_started", func() { h(ctx, b.threadID, ev) })
+	}
+	if e.ev.has(b.threadID) {
+		e.ev.publish(Event{ThreadID: b.threadID, Type: EventToolCallStarted, Data: ev, Timestamp: time.Now().UTC()})
+	}
+}
+
+func (e *Executor) fireDone(ctx context.Context, b *batch, c ToolCall, res Result) {
+	ev := ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status, Result: res}
+	if h := e.hooks.ToolCallDone; h != nil {
+		e.safeHook(ctx, "tool_call_done", func() { h(ctx, b.threadID, ev) })
+	}
+	if e.ev.has(b.threadID) {
+		e.ev.publish(Event{ThreadID: b.threadID, Type: EventToolCallDone, Data: ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status}, Timestamp: time.Now().UTC()})
+	}
+}
+
+func (e *Executor) safeHook(ctx context.Context, name string, fn func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.ErrorContext(ctx, "toolrun: hook panicked", "hook", name, "panic", safefmt.Sprint(p))
+		}
+	}()
+	fn()
+}
+
+// progressOf reads a top-level string argument from complete argument text.
+func progressOf(args, key string) *string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return nil
+	}
+	var s string
+	if json.Unmarshal(m[key], &s) != nil {
+		return nil
+	}
+	return &s
 }

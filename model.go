@@ -33,8 +33,6 @@ type Capabilities struct {
 	// NoToolCalls means the model cannot call tools: no tools and no tool
 	// choice are sent.
 	NoToolCalls bool
-	// NoImages means the model cannot read images.
-	NoImages bool
 }
 
 // Provider serves model requests. Implementations live in provider/...:
@@ -92,7 +90,10 @@ type Request struct {
 	ParallelToolCalls *bool
 }
 
-// ToolSpec is a tool as offered to a model.
+// ToolSpec describes a tool: as offered to a model (Request.Tools) and as
+// a Registry lists its function tools. Providers send a model the name, the
+// description and the parameters; the fields from Variables on describe
+// the definition and are never sent (in Request.Tools they are empty).
 type ToolSpec struct {
 	Name        string
 	Description string
@@ -103,6 +104,13 @@ type ToolSpec struct {
 	ProviderExecuted bool
 	// Provider names the provider that executes a ProviderExecuted tool.
 	Provider string
+
+	// Variables, Uses, ProgressArgument and Annotations are the function
+	// tool's definition's, unchanged.
+	Variables        []Variable
+	Uses             []string
+	ProgressArgument string
+	Annotations      map[string]any
 }
 
 // ChunkType says what a Chunk carries.

@@ -60,6 +60,7 @@ type Prompt struct {
 	Variables []Variable
 
 	compiled *schema.Schema // RequiredSchema, compiled at registration
+	args     *schema.Args   // the argument route of calls of the prompt as a tool
 }
 
 func (p *Prompt) definitionName() string { return p.Name }
@@ -115,23 +116,6 @@ func unwrapEntry(t PromptTool) (PromptTool, []string) {
 		flags = append(flags, o.flag)
 		t = o.entry
 	}
-}
-
-// flagOn reports whether the env flag resolves to a true value (true, 1,
-// yes in any case) for the batch; "" is always on.
-func (e *Executor) flagOn(b *batch, flag string) bool {
-	if flag == "" {
-		return true
-	}
-	v, _, ok := e.resolveEnv(b, flag)
-	if !ok {
-		return false
-	}
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "1", "yes":
-		return true
-	}
-	return false
 }
 
 // SubpromptConfig names a prompt tool and shapes what its call returns

@@ -149,8 +149,7 @@ func (r *Registry) register(ns string, defs []Definition) error {
 				}
 				return err
 			}
-			ft.name = e.name
-			ft.namespace = ns
+			ft.named(e.name, ns)
 			e.tool = ft
 		} else if err := r.prepare(e); err != nil {
 			return err
@@ -246,21 +245,21 @@ func (r *Registry) lookup(name, ns string) *entry {
 }
 
 // Tool describes the function tool registered under name.
-func (r *Registry) Tool(name string) (ToolInfo, bool) {
+func (r *Registry) Tool(name string) (ToolSpec, bool) {
 	e := r.lookup(name, "")
 	if e == nil || e.tool == nil {
-		return ToolInfo{}, false
+		return ToolSpec{}, false
 	}
-	return e.tool.info(), true
+	return e.tool.spec(), true
 }
 
 // Tools describes every registered function tool, sorted by name.
-func (r *Registry) Tools() []ToolInfo {
+func (r *Registry) Tools() []ToolSpec {
 	r.mu.RLock()
-	out := make([]ToolInfo, 0, len(r.names))
+	out := make([]ToolSpec, 0, len(r.names))
 	for _, e := range r.names {
 		if e.tool != nil {
-			out = append(out, e.tool.info())
+			out = append(out, e.tool.spec())
 		}
 	}
 	r.mu.RUnlock()

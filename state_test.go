@@ -89,18 +89,18 @@ func TestMessagesQuerySemantics(t *testing.T) {
 		return out
 	}
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
-		p, err := s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2})
+		p, err := s.Messages(ctx, &toolrun.MessageQuery{Limit: 2})
 		require.NoError(t, err)
 		assert.Equal(t, []string{"4", "5"}, contents(p), "default: newest rows, oldest first")
 		assert.Equal(t, 5, p.Total)
 		assert.True(t, p.HasMore)
-		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Order: toolrun.OrderDesc})
+		p, _ = s.Messages(ctx, &toolrun.MessageQuery{Limit: 2, Order: toolrun.OrderDesc})
 		assert.Equal(t, []string{"5", "4"}, contents(p))
-		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Order: toolrun.OrderAsc})
+		p, _ = s.Messages(ctx, &toolrun.MessageQuery{Limit: 2, Order: toolrun.OrderAsc})
 		assert.Equal(t, []string{"1", "2"}, contents(p))
-		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 2, Offset: 1})
+		p, _ = s.Messages(ctx, &toolrun.MessageQuery{Limit: 2, Offset: 1})
 		assert.Equal(t, []string{"3", "4"}, contents(p))
-		p, _ = s.Messages(ctx, &toolrun.MessagesOptions{Limit: 10, IncludeSilent: true, MaxDepth: 1})
+		p, _ = s.Messages(ctx, &toolrun.MessageQuery{Limit: 10, IncludeSilent: true, MaxDepth: 1})
 		assert.Equal(t, []string{"1", "2", "3", "4", "5", "silent", "deep"}, contents(p))
 		assert.False(t, p.HasMore)
 		p, _ = s.Messages(ctx, nil)
@@ -153,8 +153,8 @@ func TestEmitReachesSubscribers(t *testing.T) {
 	assert.Zero(t, other)
 }
 
-func TestRunCodeUsesTheSandboxByDefault(t *testing.T) {
-	ex := newExec(t, nil)
+func TestRunCodeRunsInTheGivenCodeRunner(t *testing.T) {
+	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.SandboxRunner{}})
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		var reports []any
 		res := s.RunCode(ctx, `
@@ -175,7 +175,7 @@ export default function main(n: number) { report(n); return text.toUpperCase() +
 }
 
 func TestRunCodeIsTerminatedWhenTheToolContextEnds(t *testing.T) {
-	ex := newExec(t, nil)
+	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.SandboxRunner{}})
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		cctx, cancel := context.WithCancel(ctx)
 		run := s.RunCode(cctx, "export default () => { for(;;){} }", &toolrun.CodeOptions{Language: "javascript"})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
+	"github.com/toolrun/toolrun/internal/schema"
 )
 
 // Child registry statuses.
@@ -22,21 +23,17 @@ const (
 	ChildTerminated    = "terminated"
 )
 
-// offerLifecycle adds the subagent lifecycle tools a side may use (reference H1).
-func (rt *Runtime) offerLifecycle(ctx context.Context, ts *turnState, b *batch) error {
-	if ts.parent != nil {
-		return nil // sub-prompts get no lifecycle tools
-	}
-	var rels []SubagentRelationship
-	for _, r := range ts.side.Subagents {
-		if rt.ex.flagOn(b, r.Optional) {
-			rels = append(rels, r)
-		}
-	}
+// lifecycleHandlers are the lifecycle tools a top-level turn offers:
+// subagent_create when the side has a visible relationship, subagents when
+// it has any relationship or child, subagent_message when a child is live.
+// Relationships whose Optional flag is off do not count.
+func (rt *Runtime) lifecycleHandlers(ctx context.Context, ts *turnState, b *batch) ([]*handler, error) {
+	rels := rt.relationships(ts, b)
 	children, err := rt.store.Children(ctx, ts.th.ID)
 	if err != nil {
-		return &StoreError{Op: "list children", Err: err}
+		return nil, &StoreError{Op: "list children", Err: err}
 	}
+	var out []*handler
 	var visible []SubagentRelationship
 	for _, r := range rels {
 		if !r.Hidden {
@@ -44,29 +41,105 @@ func (rt *Runtime) offerLifecycle(ctx context.Context, ts *turnState, b *batch) 
 		}
 	}
 	if len(visible) > 0 {
-		ts.add(ToolSubagentCreate, offer{kind: offerLifecycle}, rt.createSpec(visible))
+		out = append(out, rt.createHandler(ts, b, visible))
 	}
 	if len(rels) > 0 || len(children) > 0 {
-		ts.add(ToolSubagents, offer{kind: offerLifecycle}, ToolSpec{Name: ToolSubagents,
-			Description: "List the subagent instances of this thread with their status.",
-			Parameters:  json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)})
+		out = append(out, rt.listHandler(ts))
 	}
-	live := false
 	for _, c := range children {
 		if c.Status != ChildTerminated {
-			live = true
+			out = append(out, rt.messageHandler(ts, b))
+			break
 		}
 	}
-	if live {
-		ts.add(ToolSubagentMessage, offer{kind: offerLifecycle}, ToolSpec{Name: ToolSubagentMessage,
-			Description: "Send a message to an existing subagent instance; it starts a new session with its history intact.",
-			Parameters: json.RawMessage(`{"type":"object","properties":{` +
-				`"referenceId":{"type":"string","description":"The subagent's reference"},` +
-				`"message":{"type":"string"},` +
-				`"attachments":{"type":"array","items":{"type":"string"},"description":"Attachment paths; [] when none"}},` +
-				`"required":["referenceId","message","attachments"],"additionalProperties":false}`)})
+	return out, nil
+}
+
+// lifecycleHandler is the handler of a lifecycle name a running tool
+// reached (it bypasses what the turn offered): subagent_create accepts every
+// relationship whose flag is on, hidden ones included.
+func (rt *Runtime) lifecycleHandler(ctx context.Context, ts *turnState, b *batch, name string) *handler {
+	switch name {
+	case ToolSubagents:
+		return rt.listHandler(ts)
+	case ToolSubagentCreate:
+		return rt.createHandler(ts, b, rt.relationships(ts, b))
+	default:
+		return rt.messageHandler(ts, b)
 	}
-	return nil
+}
+
+// relationships are the root turn's side's relationships whose flag is on.
+func (rt *Runtime) relationships(ts *turnState, b *batch) []SubagentRelationship {
+	var rels []SubagentRelationship
+	for _, r := range ts.root().side.Subagents {
+		if rt.ex.flagOn(b, r.Optional) {
+			rels = append(rels, r)
+		}
+	}
+	return rels
+}
+
+// Schemas of the lifecycle tools whose parameters do not vary.
+var (
+	listParams    = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
+	messageParams = json.RawMessage(`{"type":"object","properties":{` +
+		`"referenceId":{"type":"string","description":"The subagent's reference"},` +
+		`"message":{"type":"string"},` +
+		`"attachments":{"type":"array","items":{"type":"string"},"description":"Attachment paths; [] when none"}},` +
+		`"required":["referenceId","message","attachments"],"additionalProperties":false}`)
+)
+
+// lifecycleArgs returns the compiled argument route of a lifecycle tool's
+// parameters, compiling each distinct schema once.
+func (rt *Runtime) lifecycleArgs(name string, params json.RawMessage) *schema.Args {
+	key := name + "\x00" + string(params)
+	if a, ok := rt.base.lifecycleArgsCache.Load(key); ok {
+		return a.(*schema.Args)
+	}
+	s, err := schema.Compile(name, params)
+	if err != nil {
+		// The parameters are built here from compiled schemas: this cannot
+		// happen, short of a bug. The tool then takes any JSON object.
+		rt.log.Error("toolrun: a lifecycle tool's schema does not compile", "tool", name, "error", err)
+		return noSchemaArgs
+	}
+	a, _ := rt.base.lifecycleArgsCache.LoadOrStore(key, schema.NewArgs(s, nil))
+	return a.(*schema.Args)
+}
+
+// lifecycle is the handler of a lifecycle tool: its arguments are
+// validated against the schema it publishes, then run by do.
+func (rt *Runtime) lifecycle(name, description string, params json.RawMessage, do func(ctx context.Context, m map[string]any) (Result, error)) *handler {
+	args := rt.lifecycleArgs(name, params)
+	return &handler{name: name, kind: kindLifecycle, args: args,
+		spec: ToolSpec{Name: name, Description: description, Parameters: params},
+		run: func(ctx context.Context, c *call) (Result, error) {
+			var m map[string]any
+			if fail := args.Decode(c.args, &m); fail != nil {
+				return argumentsResult(fail, "Tool"), nil
+			}
+			if m == nil {
+				m = map[string]any{}
+			}
+			return do(ctx, m)
+		}}
+}
+
+func (rt *Runtime) listHandler(ts *turnState) *handler {
+	return rt.lifecycle(ToolSubagents, "List the subagent instances of this thread with their status.", listParams,
+		func(ctx context.Context, _ map[string]any) (Result, error) { return rt.listSubagents(ctx, ts) })
+}
+
+func (rt *Runtime) messageHandler(ts *turnState, b *batch) *handler {
+	return rt.lifecycle(ToolSubagentMessage, "Send a message to an existing subagent instance; it starts a new session with its history intact.", messageParams,
+		func(ctx context.Context, m map[string]any) (Result, error) { return rt.messageSubagent(ctx, ts, b, m) })
+}
+
+func (rt *Runtime) createHandler(ts *turnState, b *batch, rels []SubagentRelationship) *handler {
+	spec := rt.createSpec(rels)
+	return rt.lifecycle(ToolSubagentCreate, spec.Description, spec.Parameters,
+		func(ctx context.Context, m map[string]any) (Result, error) { return rt.createSubagent(ctx, ts, b, m) })
 }
 
 func (rt *Runtime) createSpec(rels []SubagentRelationship) ToolSpec {
@@ -117,27 +190,10 @@ func (rt *Runtime) createSpec(rels []SubagentRelationship) ToolSpec {
 	return ToolSpec{Name: ToolSubagentCreate, Description: desc.String(), Parameters: b}
 }
 
-// lifecycle runs subagents, subagent_create and subagent_message.
-func (rt *Runtime) lifecycle(ctx context.Context, ts *turnState, b *batch, name, args string) Result {
-	var m map[string]any
-	_ = json.Unmarshal([]byte(args), &m) // invalid JSON is treated as {} (reference H3)
-	if m == nil {
-		m = map[string]any{}
-	}
-	switch name {
-	case ToolSubagents:
-		return rt.listSubagents(ctx, ts)
-	case ToolSubagentCreate:
-		return rt.createSubagent(ctx, ts, b, m)
-	default:
-		return rt.messageSubagent(ctx, ts, b, m)
-	}
-}
-
-func (rt *Runtime) listSubagents(ctx context.Context, ts *turnState) Result {
+func (rt *Runtime) listSubagents(ctx context.Context, ts *turnState) (Result, error) {
 	children, err := rt.store.Children(ctx, ts.th.ID)
 	if err != nil {
-		return Errorf("listing subagents: %v", err)
+		return Result{}, &StoreError{Op: "list children", Err: err}
 	}
 	var lines []string
 	for _, c := range children {
@@ -158,9 +214,9 @@ func (rt *Runtime) listSubagents(ctx context.Context, ts *turnState) Result {
 		lines = append(lines, line)
 	}
 	if len(lines) == 0 {
-		return Text("No active subagent instances.")
+		return Text("No active subagent instances."), nil
 	}
-	return Text("Active subagent instances:\n" + strings.Join(lines, "\n") + "\nUse subagent_message with a reference to message an instance.")
+	return Text("Active subagent instances:\n" + strings.Join(lines, "\n") + "\nUse subagent_message with a reference to message an instance."), nil
 }
 
 func str(m map[string]any, k string) (string, bool) {
@@ -168,33 +224,33 @@ func str(m map[string]any, k string) (string, bool) {
 	return s, ok
 }
 
-func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) Result {
+func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) (Result, error) {
 	relName, _ := str(m, "agent")
 	if strings.TrimSpace(relName) == "" {
-		return Errorf("subagent_create requires agent.")
+		return Errorf("subagent_create requires agent."), nil
 	}
 	initArgs, hasArgs := m["arguments"]
 	argMap, isObj := initArgs.(map[string]any)
 	if hasArgs && initArgs != nil && !isObj {
-		return Errorf("subagent_create arguments must be an object when provided.")
+		return Errorf("subagent_create arguments must be an object when provided."), nil
 	}
 	message, _ := str(m, "message")
 	if strings.TrimSpace(message) == "" {
-		return Errorf("subagent_create requires message.")
+		return Errorf("subagent_create requires message."), nil
 	}
 	attachments, ok := m["attachments"].([]any)
 	if !ok {
-		return Errorf("subagent_create requires attachments (use [] when none).")
+		return Errorf("subagent_create requires attachments (use [] when none)."), nil
 	}
 	nameVal, hasName := m["name"]
 	instName, isStr := nameVal.(string)
 	if hasName && !isStr {
-		return Errorf("subagent_create name must be a string when provided.")
+		return Errorf("subagent_create name must be a string when provided."), nil
 	}
 	if strings.TrimSpace(instName) == "" {
-		return Errorf("subagent_create requires name.")
+		return Errorf("subagent_create requires name."), nil
 	}
-	root := ts.rootTurn()
+	root := ts.root()
 	rel := root.relationship(b, relName, false)
 	if rel == nil {
 		names := make([]string, 0, len(root.side.Subagents))
@@ -207,15 +263,15 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		if len(names) > 0 {
 			list = strings.Join(names, ", ")
 		}
-		return Errorf("Subagent %q is not available for this prompt. Use one of: %s.", relName, list)
+		return Errorf("Subagent %q is not available for this prompt. Use one of: %s.", relName, list), nil
 	}
 	child, ok := rt.reg.Agent(rel.Agent)
 	if !ok || !child.ExposeAsTool {
-		return Errorf("Subagent relationship %q is not declared on this agent.", relName)
+		return Errorf("Subagent relationship %q is not declared on this agent.", relName), nil
 	}
 	if level := nestingOf(ctx); rel.Blocking && level > rt.ex.maxNest {
 		// A blocking child runs inside this call, so chains of them nest.
-		return nestingResult(ToolSubagentCreate, level, rt.ex.maxNest)
+		return nestingResult(ToolSubagentCreate, level, rt.ex.maxNest), nil
 	}
 	// Arguments against the child's side-A requiredSchema (reference H9).
 	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
@@ -224,19 +280,17 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 			v = argMap
 		}
 		if issues := p.compiled.Validate(roundTrip(v)); len(issues) > 0 {
-			parts := make([]string, len(issues))
 			paths := make([]any, len(issues))
 			for i, is := range issues {
-				parts[i] = is.Path + ": " + is.Message
 				paths[i] = is.Path
 			}
-			return Result{Status: StatusError, Error: fmt.Sprintf("subagent_create arguments for %q failed validation: %s", rel.Agent, strings.Join(parts, "; ")),
-				ErrorCode: "subagent_arguments_required", ErrorData: map[string]any{"agent": rel.Agent, "required": paths}}
+			return Result{Status: StatusError, Error: fmt.Sprintf("subagent_create arguments for %q failed validation: %s", rel.Agent, schema.FormatIssues(issues)),
+				ErrorCode: "subagent_arguments_required", ErrorData: map[string]any{"agent": rel.Agent, "required": paths}}, nil
 		}
 	}
 	children, err := rt.store.Children(ctx, ts.th.ID)
 	if err != nil {
-		return Errorf("listing subagents: %v", err)
+		return Result{}, &StoreError{Op: "list children", Err: err}
 	}
 	if rel.MaxInstances > 0 {
 		var live []string
@@ -249,17 +303,17 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 			if rel.Blocking && rel.MaxInstances == 1 && len(live) == 1 {
 				return rt.continueBlocking(ctx, ts, b, rel, live[0], message, attachments)
 			}
-			return Errorf("Subagent instance limit reached for %q (%d). Use subagent_message with an existing reference instead. Active references: %s.", rel.name(), rel.MaxInstances, strings.Join(live, ", "))
+			return Errorf("Subagent instance limit reached for %q (%d). Use subagent_message with an existing reference instead. Active references: %s.", rel.name(), rel.MaxInstances, strings.Join(live, ", ")), nil
 		}
 	}
 	env, missing, err := rt.childEnv(ctx, ts, b, rel, child)
 	if err != nil {
-		return Errorf("%v", err)
+		return Result{}, &StoreError{Op: "list parent env", Err: err}
 	}
 	if len(missing) > 0 {
 		return Result{Status: StatusError,
 			Error:     fmt.Sprintf("Subagent %q requires scoped environment variables before it can be created. Provide %s through the relationship's ScopedEnv or the parent thread's env.", rel.name(), strings.Join(missing, ", ")),
-			ErrorCode: "subagent_env_required", ErrorData: map[string]any{"required": toAnySlice(missing), "missing": toAnySlice(missing), "agent": rel.Agent}}
+			ErrorCode: "subagent_env_required", ErrorData: map[string]any{"required": toAnySlice(missing), "missing": toAnySlice(missing), "agent": rel.Agent}}, nil
 	}
 
 	th := &Thread{ID: newID("thread"), AgentID: rel.Agent, ParentID: ts.th.ID, Tags: []string{"name:" + tagName(instName)}}
@@ -267,11 +321,11 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		th.Arguments = argMap
 	}
 	if err := rt.store.CreateThread(ctx, th); err != nil {
-		return Errorf("creating the subagent thread: %v", err)
+		return Result{}, &StoreError{Op: "create subagent thread", Err: err}
 	}
 	for k, v := range env {
 		if err := rt.store.SetEnv(ctx, ScopeThread, th.ID, k, v); err != nil {
-			return Errorf("setting the subagent env: %v", err)
+			return Result{}, &StoreError{Op: "set subagent env", Err: err}
 		}
 	}
 	var initial []*Message
@@ -285,19 +339,19 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 	}
 	initial = append(initial, &Message{Role: RoleUser, Content: message, Attachments: copied, Side: "b"})
 	if err := rt.store.AppendMessages(ctx, th.ID, initial...); err != nil {
-		return Errorf("storing the subagent's first messages: %v", err)
+		return Result{}, &StoreError{Op: "append subagent messages", Err: err}
 	}
 	entry := ChildEntry{ParentID: ts.th.ID, Reference: th.ID, Relationship: rel.name(), Owner: root.sideKey, Agent: rel.Agent,
 		Name: instName, Description: rel.Description, Blocking: rel.Blocking, Hidden: rel.Hidden,
 		ParentCommunication: rel.ParentCommunication, Status: ChildRunning, InitialArguments: argMap}
 	if err := rt.store.PutChild(ctx, entry); err != nil {
-		return Errorf("registering the subagent: %v", err)
+		return Result{}, &StoreError{Op: "put child entry", Err: err}
 	}
 	if rel.Blocking {
 		return rt.runBlocking(ctx, ts, entry)
 	}
 	rt.runBackground(ctx, entry)
-	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}
+	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}, nil
 }
 
 // roundTrip turns a Go value into the generic JSON form validators expect.
@@ -565,25 +619,25 @@ func (rt *Runtime) settle(ctx context.Context, entry ChildEntry, status string) 
 
 // runBlocking runs the child to the end of its session and returns its
 // outcome (reference H7).
-func (rt *Runtime) runBlocking(ctx context.Context, ts *turnState, entry ChildEntry) Result {
+func (rt *Runtime) runBlocking(ctx context.Context, ts *turnState, entry ChildEntry) (Result, error) {
 	text, failed, refs, status := rt.childOutcome(ctx, entry)
 	rt.settle(ctx, entry, status)
 	res := Result{Status: StatusSuccess, Result: text + "\n\nReference: " + entry.Reference, Refs: refs, SubagentID: entry.Reference}
 	if failed {
 		res = Result{Status: StatusError, Error: text + "\n\nReference: " + entry.Reference, Refs: refs, SubagentID: entry.Reference}
 	}
-	return res
+	return res, nil
 }
 
 // continueBlocking messages the single live instance of a blocking
 // relationship capped at one, and waits for it (create-or-continue, H5).
-func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch, rel *SubagentRelationship, ref, message string, attachments []any) Result {
+func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch, rel *SubagentRelationship, ref, message string, attachments []any) (Result, error) {
 	entry, err := rt.store.Child(ctx, ts.th.ID, ref)
 	if err != nil {
-		return Errorf("Subagent reference %q is not active.", ref)
+		return Errorf("Subagent reference %q is not active.", ref), nil
 	}
 	if err := rt.deliver(ctx, ts.th.ID, ref, message, pathsOf(attachments)); err != nil {
-		return Errorf("%v", err)
+		return Errorf("%v", err), nil
 	}
 	entry.Status = ChildRunning
 	_ = rt.store.PutChild(ctx, entry)
@@ -644,34 +698,34 @@ func (rt *Runtime) deliver(ctx context.Context, parentID, childID, message strin
 	return rt.store.AppendMessages(ctx, childID, msgs...)
 }
 
-func (rt *Runtime) messageSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) Result {
+func (rt *Runtime) messageSubagent(ctx context.Context, ts *turnState, b *batch, m map[string]any) (Result, error) {
 	ref, _ := str(m, "referenceId")
 	message, _ := str(m, "message")
 	if ref == "" || message == "" {
-		return Errorf("subagent_message requires referenceId and message.")
+		return Errorf("subagent_message requires referenceId and message."), nil
 	}
 	attachments, ok := m["attachments"].([]any)
 	if !ok {
-		return Errorf("subagent_message requires attachments (use [] when none).")
+		return Errorf("subagent_message requires attachments (use [] when none)."), nil
 	}
 	entry, err := rt.store.Child(ctx, ts.th.ID, ref)
 	if err != nil || entry.Status == ChildTerminated {
-		return Errorf("Subagent reference %q is not active.", ref)
+		return Errorf("Subagent reference %q is not active.", ref), nil
 	}
 	if th, err := rt.store.GetThread(ctx, ref); err != nil || !th.TerminatedAt.IsZero() {
 		entry.Status = ChildTerminated
 		_ = rt.store.PutChild(ctx, entry)
-		return Errorf("Subagent reference %q is not active.", ref)
+		return Errorf("Subagent reference %q is not active.", ref), nil
 	}
 	if err := rt.deliver(ctx, ts.th.ID, ref, message, pathsOf(attachments)); err != nil {
-		return Errorf("%v", err)
+		return Errorf("%v", err), nil
 	}
 	entry.Status = ChildRunning
 	if err := rt.store.PutChild(ctx, entry); err != nil {
-		return Errorf("%v", err)
+		return Errorf("%v", err), nil
 	}
 	rt.runBackground(ctx, entry)
-	return Result{Status: StatusSuccess, Result: "Message sent to subagent " + ref + ".", SubagentID: ref}
+	return Result{Status: StatusSuccess, Result: "Message sent to subagent " + ref + ".", SubagentID: ref}, nil
 }
 
 // Terminate closes a thread to new work. Its parent's registry entry

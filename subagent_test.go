@@ -69,17 +69,28 @@ func toolResults(msgs []toolrun.Message, name string) []toolrun.Message {
 	return out
 }
 
-func TestSubagentCreateArgumentChecksInOrder(t *testing.T) {
+// TestSubagentCreateArgumentsAreValidatedThenChecked: subagent_create's
+// arguments are validated against the schema it publishes (every failing
+// location named), then the checks a schema cannot express run in the
+// reference's order and words.
+func TestSubagentCreateArgumentsAreValidatedThenChecked(t *testing.T) {
 	tm := newTeam(t, nil)
+	ok := func(extra map[string]any) map[string]any {
+		m := map[string]any{"agent": "researcher", "message": "go", "attachments": []any{}, "name": "n", "arguments": map[string]any{"topic": "t"}}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
 	calls := []map[string]any{
 		{},
-		{"agent": "researcher", "arguments": 5},
-		{"agent": "researcher", "message": "  "},
+		ok(map[string]any{"arguments": 5}),
+		ok(map[string]any{"message": "  "}),
 		{"agent": "researcher", "message": "go"},
-		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": 5},
-		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": " "},
-		{"agent": "nobody", "message": "go", "attachments": []any{}, "name": "n"},
-		{"agent": "researcher", "message": "go", "attachments": []any{}, "name": "n", "arguments": map[string]any{"topic": 3}},
+		ok(map[string]any{"name": 5}),
+		ok(map[string]any{"name": " "}),
+		ok(map[string]any{"agent": "nobody"}),
+		ok(map[string]any{"arguments": map[string]any{"topic": 3}}),
 	}
 	var sc []scripted.ToolCall
 	for _, c := range calls {
@@ -90,20 +101,20 @@ func TestSubagentCreateArgumentChecksInOrder(t *testing.T) {
 	require.NoError(t, err)
 	res := toolResults(reply.Messages, "subagent_create")
 	want := []string{
-		"subagent_create requires agent.",
-		"subagent_create arguments must be an object when provided.",
+		"Tool argument validation failed: [agent] required property is missing; [attachments] required property is missing; [message] required property is missing; [name] required property is missing",
+		"Tool argument validation failed: [arguments] got number, want object",
 		"subagent_create requires message.",
-		"subagent_create requires attachments (use [] when none).",
-		"subagent_create name must be a string when provided.",
+		"Tool argument validation failed: [attachments] required property is missing; [name] required property is missing",
+		"Tool argument validation failed: [name] got number, want string",
 		"subagent_create requires name.",
-		`Subagent "nobody" is not available for this prompt. Use one of: researcher, bg_researcher, capped, vault_keeper, vault_with_key.`,
-		`subagent_create arguments for "researcher" failed validation: topic: got number, want string`,
+		"Tool argument validation failed: [agent] value must be one of ",
+		"Tool argument validation failed: [arguments.topic] got number, want string",
 	}
 	require.Len(t, res, len(want))
 	for i, w := range want {
-		assert.Equal(t, "Failed to execute tool: "+w, res[i].Content, "check %d", i)
+		assert.True(t, strings.HasPrefix(res[i].Content, "Failed to execute tool: "+w), "check %d: %s", i, res[i].Content)
 	}
-	assert.Equal(t, "subagent_arguments_required", res[7].ErrorCode)
+	assert.Equal(t, "invalid_arguments", res[0].ErrorCode)
 	assert.Empty(t, tm.child.Requests(), "no child ran")
 }
 
@@ -161,7 +172,7 @@ func TestNonBlockingSubagentReportsToTheParent(t *testing.T) {
 	// subagents lists it; subagent_message starts a new session with history intact.
 	tm.lead.Add(scripted.Calls(scripted.Call("subagents", nil), scripted.Call("subagent_message", map[string]any{"referenceId": ref, "message": "more", "attachments": []any{}}),
 		scripted.Call("subagent_message", map[string]any{"referenceId": "nope", "message": "x", "attachments": []any{}}),
-		scripted.Call("subagent_message", map[string]any{"referenceId": ref, "message": ""})), scripted.Text("ok"), scripted.Text("after second"))
+		scripted.Call("subagent_message", map[string]any{"referenceId": ref, "message": "", "attachments": []any{}})), scripted.Text("ok"), scripted.Text("after second"))
 	reply, err = tm.rt.Send(context.Background(), tm.thread, "again")
 	require.NoError(t, err)
 	list := toolResults(reply.Messages, "subagents")
@@ -234,7 +245,8 @@ func TestAttachmentsAreCopiedToReceiverLocalPaths(t *testing.T) {
 	require.NoError(t, err)
 	msgs := toolResults(reply.Messages, "subagent_message")
 	require.Len(t, msgs, 1)
-	assert.Equal(t, "Failed to execute tool: subagent_message requires attachments (use [] when none).", msgs[0].Content)
+	assert.Equal(t, "Failed to execute tool: Tool argument validation failed: [attachments] required property is missing", msgs[0].Content,
+		"the lifecycle tool's arguments are validated against the schema it publishes")
 	created := toolResults(reply.Messages, "subagent_create")
 	require.Len(t, created, 1)
 	ref := created[0].SubagentID

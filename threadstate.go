@@ -66,9 +66,10 @@ type ThreadState interface {
 
 	// InjectMessage persists m on the thread without triggering execution.
 	InjectMessage(ctx context.Context, m Message) error
-	// Messages returns the thread's history (reference getMessages): by
-	// default the newest 100 top-level, non-silent messages, oldest first.
-	Messages(ctx context.Context, opts *MessagesOptions) (MessagePage, error)
+	// Messages returns the thread's history as q selects it (see
+	// MessageQuery). nil means the newest 100 top-level, non-silent
+	// messages, oldest first; a Limit of 0 means 100.
+	Messages(ctx context.Context, q *MessageQuery) (MessagePage, error)
 	// Emit sends a custom event to the thread's subscribers. They get data
 	// as a JSON tree (maps, slices, strings, float64 or json.Number, bools,
 	// nil), secrets redacted; data JSON cannot hold (a cycle, NaN, a func) is
@@ -91,25 +92,18 @@ type ThreadState interface {
 	RunCode(ctx context.Context, source string, opts *CodeOptions) *CodeRun
 }
 
-// MessagesOptions selects messages for ThreadState.Messages. The zero value
-// (or nil) asks for the newest 100 top-level, non-silent messages, oldest first.
-type MessagesOptions struct {
-	Limit         int // 0 means 100
-	Offset        int
-	Order         Order
-	IncludeSilent bool
-	MaxDepth      int // 0: the top level only; negative: every depth
-}
-
-func (o *MessagesOptions) query() MessageQuery {
-	if o == nil {
+// toolQuery is the query of ThreadState.Messages: nil means the newest 100
+// top-level, non-silent messages, oldest first, and a Limit of 0 means 100
+// (a tool never reads an unbounded history by accident).
+func toolQuery(q *MessageQuery) MessageQuery {
+	if q == nil {
 		return MessageQuery{Limit: 100}
 	}
-	q := MessageQuery{Limit: o.Limit, Offset: o.Offset, Order: o.Order, IncludeSilent: o.IncludeSilent, MaxDepth: o.MaxDepth}
-	if q.Limit <= 0 {
-		q.Limit = 100
+	c := *q
+	if c.Limit <= 0 {
+		c.Limit = 100
 	}
-	return q
+	return c
 }
 
 // Event is a thread event delivered to subscribers: tool_call_started,

@@ -3,12 +3,10 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 
-	"github.com/toolrun/toolrun/internal/argdecode"
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
@@ -160,42 +158,15 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 		return nil, &RegistrationError{Name: f.Name, Reason: err.Error()}
 	}
 	exec := f.Execute
-	typeName := reflect.TypeFor[A]().String()
-	plan := argdecode.Compile(reflect.TypeFor[A](), doc)
+	args := schema.NewArgs(s, reflect.TypeFor[A]())
 	return &funcTool{
-		name: f.Name, description: f.Description, schema: s,
+		name: f.Name, description: f.Description, schema: s, args: args,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		typed:       true,
-		direct:      plan != nil,
-		call: func(ctx context.Context, st ThreadState, in toolArgs) (Result, error) {
+		call: func(ctx context.Context, st ThreadState, text string) (Result, error) {
 			var a A
-			if in.direct {
-				if plan.Decode(in.text, reflect.ValueOf(&a).Elem()) {
-					return exec(ctx, st, a)
-				}
-				// Text the plan leaves to encoding/json (a syntax error the
-				// schema check let through, a number too big for its field,
-				// a duplicate key …): the general route, with its errors.
-				var zero A
-				a = zero
-				var res Result
-				var ok bool
-				if in, res, ok = prepareArgsGeneral(s, in.text, true); !ok {
-					return res, nil
-				}
-			}
-			if err := json.Unmarshal(in.raw, &a); err != nil {
-				var syn *json.SyntaxError
-				if errors.As(err, &syn) {
-					return Result{Status: StatusError, Error: "Tool arguments are not valid JSON: " + err.Error()}, nil
-				}
-				return Errorf("Tool arguments do not decode into %s: %v", typeName, err), nil
-			}
-			if in.patch != nil {
-				if err := json.Unmarshal(in.patch, &a); err != nil {
-					return Errorf("Tool argument defaults do not decode into %s: %v", typeName, err), nil
-				}
+			if fail := args.Decode(text, &a); fail != nil {
+				return argumentsResult(fail, "Tool"), nil
 			}
 			return exec(ctx, st, a)
 		},
@@ -236,12 +207,17 @@ func (f *RawFunc) compileTool() (*funcTool, error) {
 		}
 	}
 	exec := f.Execute
+	args := schema.NewArgs(s, nil)
 	return &funcTool{
-		name: f.Name, description: f.Description, schema: s,
+		name: f.Name, description: f.Description, schema: s, args: args,
 		variables: f.Variables, uses: f.Uses, progressArgument: f.ProgressArgument,
 		annotations: f.Annotations,
-		call: func(ctx context.Context, st ThreadState, in toolArgs) (Result, error) {
-			return exec(ctx, st, json.RawMessage(in.raw))
+		call: func(ctx context.Context, st ThreadState, text string) (Result, error) {
+			var raw json.RawMessage
+			if fail := args.Decode(text, &raw); fail != nil {
+				return argumentsResult(fail, "Tool"), nil
+			}
+			return exec(ctx, st, raw)
 		},
 	}, nil
 }
@@ -252,47 +228,34 @@ type funcTool struct {
 	namespace        string // package namespace, "" for top-level tools
 	description      string
 	schema           *schema.Schema // nil: no argument schema
+	args             *schema.Args   // the argument route
 	variables        []Variable
 	uses             []string
 	progressArgument string
 	annotations      map[string]any
-	// typed tools decode raw and then a defaults patch on top; untyped ones
-	// receive the arguments with defaults merged in.
-	typed bool
-	// direct typed tools decode checked text with an argdecode plan, which
-	// applies the defaults itself.
-	direct bool
-	call   func(ctx context.Context, s ThreadState, in toolArgs) (Result, error)
+	// call decodes the argument text and runs Execute.
+	call func(ctx context.Context, s ThreadState, text string) (Result, error)
+	// handler is what a call of the tool resolves to; named reports that
+	// it has been built for name and namespace.
+	handler *handler
 }
 
-// toolArgs is a call's argument text made ready for the tool.
-type toolArgs struct {
-	raw    []byte // the JSON Execute receives (typed tools decode it)
-	patch  []byte // typed tools: defaults to decode on top of raw
-	text   string // direct: the checked text, decoded by the tool's plan
-	direct bool   // text passed the schema check, defaults not yet applied
-}
-
-// ToolInfo describes a registered tool: what a runtime sends to a model and
-// the fields of its definition.
-type ToolInfo struct {
-	Name        string
-	Description string
-	// Parameters is the JSON Schema advertised to the model; nil for a tool
-	// without an arguments schema.
-	Parameters       json.RawMessage
-	Variables        []Variable
-	Uses             []string
-	ProgressArgument string
-	// Annotations are the definition's annotations, unchanged.
-	Annotations map[string]any
-}
-
-func (t *funcTool) info() ToolInfo {
-	ti := ToolInfo{Name: t.name, Description: t.description, Variables: t.variables,
-		Uses: t.uses, ProgressArgument: t.progressArgument, Annotations: t.annotations}
+// named records the tool's registered name and package and builds its
+// handler.
+func (t *funcTool) named(name, ns string) {
+	t.name, t.namespace = name, ns
+	spec := ToolSpec{Name: name, Description: t.description}
 	if t.schema != nil {
-		ti.Parameters = t.schema.JSON()
+		spec.Parameters = t.schema.JSON()
 	}
-	return ti
+	t.handler = &handler{name: name, kind: kindFunction, spec: spec, args: t.args, progress: t.progressArgument,
+		variables: t.variables, uses: t.uses, namespace: ns, run: t.runFunction}
+}
+
+// spec describes the tool as the registry does: its ToolSpec with the
+// definition's variables, uses, progress argument and annotations.
+func (t *funcTool) spec() ToolSpec {
+	s := t.handler.spec
+	s.Variables, s.Uses, s.ProgressArgument, s.Annotations = t.variables, t.uses, t.progressArgument, t.annotations
+	return s
 }

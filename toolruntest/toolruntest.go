@@ -1,30 +1,36 @@
-// Package toolruntest provides a fake ThreadState for unit tests of tools,
-// as net/http/httptest does for handlers.
+// Package toolruntest runs tools in unit tests exactly as production does,
+// as net/http/httptest serves handlers: a thread in a MemoryStore, a real
+// Executor, the production ThreadState, and recorders around them.
 //
-// Set the thread up (env, values, messages, files), call the tool through
-// the real validation and variables pipeline with [Call], then read what
-// the tool queued, invoked, emitted, injected and wrote:
+// Set the thread up (env, values, messages, files), call the tool with
+// [Call] — the executor's whole pipeline: required variables, argument
+// validation and defaults, the uses list, Execute with panics recovered,
+// redaction, the stored result — then read what it returned and stored and
+// what it queued, invoked, emitted, injected and wrote:
 //
 //	st := toolruntest.NewState(t, &toolruntest.Options{
 //		Env: map[string]toolrun.EnvValue{"GITHUB_TOKEN": toolruntest.SecretValue("ghp_test")},
 //	})
 //	res := toolruntest.Call(t, LabelIssue, st, `{"owner":"a","repo":"b","number":3}`)
-//	if res.Status != toolrun.StatusSuccess { … }
+//	if res.Status != toolrun.StatusSuccess { … }     // the result, secrets redacted
+//	if res.Message.Content != "…" { … }               // the text the model reads
 //	if len(st.Queued()) != 1 { … }
+//
+// Calls a tool queues run after it, as in production (the tools they name
+// are registered from Options.Tools); Result.Outcomes has them all.
 package toolruntest
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
+	"reflect"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/observe"
 )
 
 // SecretValue is a secret env value.
@@ -37,23 +43,22 @@ func TextValue(v string) toolrun.EnvValue {
 	return toolrun.EnvValue{Value: v, Type: toolrun.VarText}
 }
 
-// Options sets a State up. The zero value (or nil) is an empty thread "test-thread".
+// Options sets a State up. The zero value (or nil) is an empty thread
+// "test-thread".
 type Options struct {
 	ThreadID, AgentID, UserID string
-	// Env is the whole env chain as the tool sees it.
+	// Env is the thread's env: secret values are redacted from everything
+	// the tool returns and stores, as in production.
 	Env map[string]toolrun.EnvValue
 	// Values are stored JSON-encoded, as ThreadState.SetValue would.
 	Values map[string]any
-	// Messages are the thread's history, oldest first.
+	// Messages are the thread's history, oldest first (ids and times are
+	// filled in when missing).
 	Messages []toolrun.Message
 	// Files maps paths to contents; MIME type application/octet-stream.
 	Files map[string][]byte
-	// Execution is returned by Execution(); nil means outside a run.
-	Execution *toolrun.Execution
-	// CallID is returned by CallID(); "" means "test-call".
-	CallID string
-	// Tools are what InvokeTool can run (through the same pipeline as Call).
-	// A name not found gives the "Tool not found" error result.
+	// Tools are registered beside the tools given to Call: what InvokeTool
+	// and queued calls can run.
 	Tools []toolrun.Tool
 	// CodeRunner runs RunCode; nil answers every run with a link_error.
 	CodeRunner toolrun.CodeRunner
@@ -61,27 +66,50 @@ type Options struct {
 
 // Invocation records one InvokeTool call.
 type Invocation struct {
-	Name      string
+	Name string
+	// Arguments and Result are redacted, as production leaves them.
 	Arguments string
 	Result    toolrun.Result
 }
 
-// State is a fake toolrun.ThreadState backed by a MemoryStore. It records
-// what tools do with it. It is safe for concurrent use.
+// Result is what a call gave, as production returns and stores it, secrets
+// redacted.
+type Result struct {
+	Status toolrun.Status
+	// Result and Error are the tool's texts; Content is what was stored for
+	// the model to read ("Tool executed successfully" for an empty success,
+	// "Failed to execute tool: …", attachment lines …).
+	Result, Error, Content string
+	ErrorCode              string
+	ErrorData              map[string]any
+	// Refs are the result's attachments as stored: new files written under
+	// /attachments/, existing refs as given.
+	Refs []toolrun.AttachmentRef
+	// Message is the stored tool-result message.
+	Message toolrun.Message
+	// Outcomes are the outcomes of the batch: the call, then the calls it
+	// queued.
+	Outcomes []toolrun.Outcome
+	// Err is the error of the run: a tool aborted it (ErrAbort), or the
+	// store failed.
+	Err error
+}
+
+// State is a thread run by a real Executor over a MemoryStore. As a
+// ThreadState it is the production one outside a run (Executor.State). It
+// records what tools do through it and in calls. It is safe for concurrent
+// use.
 type State struct {
-	t      testing.TB
-	id     string
-	agent  string
-	user   string
-	exec   *toolrun.Execution
-	callID string
-	store  *toolrun.MemoryStore
-	code   toolrun.CodeRunner
-	tools  map[string]toolrun.Tool
+	toolrun.ThreadState
+
+	t     testing.TB
+	id    string
+	reg   *toolrun.Registry
+	ex    *toolrun.Executor
+	store *toolrun.MemoryStore
 
 	mu       sync.Mutex
-	env      map[string]toolrun.EnvValue
-	uses     []string // the running tool's uses list (nil: no restriction)
+	calls    int
 	queued   []toolrun.ToolCall
 	invoked  []Invocation
 	emitted  []toolrun.Event
@@ -97,24 +125,22 @@ func NewState(t testing.TB, opts *Options) *State {
 	if opts == nil {
 		opts = &Options{}
 	}
-	s := &State{t: t, id: opts.ThreadID, agent: opts.AgentID, user: opts.UserID, exec: opts.Execution, callID: opts.CallID,
-		store: toolrun.NewMemoryStore(), code: opts.CodeRunner, tools: map[string]toolrun.Tool{},
-		env: map[string]toolrun.EnvValue{}}
+	s := &State{t: t, id: opts.ThreadID, reg: toolrun.NewRegistry(nil), store: toolrun.NewMemoryStore()}
 	if s.id == "" {
 		s.id = "test-thread"
 	}
-	if s.callID == "" {
-		s.callID = "test-call"
-	}
 	ctx := context.Background()
-	if err := s.store.CreateThread(ctx, &toolrun.Thread{ID: s.id, AgentID: s.agent, UserID: s.user}); err != nil {
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if err := s.store.CreateThread(ctx, &toolrun.Thread{ID: s.id, AgentID: opts.AgentID, UserID: opts.UserID, CreatedAt: now}); err != nil {
 		t.Fatalf("toolruntest: %v", err)
 	}
 	for k, v := range opts.Env {
 		if v.Type == "" {
 			v.Type = toolrun.VarSecret
 		}
-		s.env[k] = v
+		if err := s.store.SetEnv(ctx, toolrun.ScopeThread, s.id, k, v); err != nil {
+			t.Fatalf("toolruntest: env %s: %v", k, err)
+		}
 	}
 	for k, v := range opts.Values {
 		b, err := json.Marshal(v)
@@ -127,61 +153,100 @@ func NewState(t testing.TB, opts *Options) *State {
 	}
 	for i := range opts.Messages {
 		m := opts.Messages[i]
-		stamp(&m)
+		if m.ID == "" {
+			m.ID = fmt.Sprintf("msg_seed_%d", i+1)
+		}
+		if m.CreatedAt.IsZero() {
+			m.CreatedAt = now
+		}
+		m.ThreadID = s.id
 		if err := s.store.AppendMessages(ctx, s.id, &m); err != nil {
 			t.Fatalf("toolruntest: message %d: %v", i, err)
 		}
 	}
 	for p, data := range opts.Files {
-		if _, err := s.store.WriteFile(ctx, s.id, toolrun.FileInfo{Path: toolrun.CleanPath(p), MimeType: "application/octet-stream", CreatedAt: fileTime(), UpdatedAt: fileTime()}, data); err != nil {
+		f := toolrun.FileInfo{Path: toolrun.CleanPath(p), MimeType: "application/octet-stream", CreatedAt: now, UpdatedAt: now}
+		if _, err := s.store.WriteFile(ctx, s.id, f, data); err != nil {
 			t.Fatalf("toolruntest: file %s: %v", p, err)
 		}
 	}
-	for _, tool := range opts.Tools {
-		info, err := toolrun.Describe(tool)
-		if err != nil {
+	if len(opts.Tools) > 0 {
+		defs := make([]toolrun.Definition, len(opts.Tools))
+		for i, tool := range opts.Tools {
+			defs[i] = tool
+		}
+		if err := s.reg.Register(defs...); err != nil {
 			t.Fatalf("toolruntest: %v", err)
 		}
-		s.tools[info.Name] = tool
 	}
-	return s
-}
-
-// Call runs tool with the argument text args through toolrun's real
-// pipeline (parse, validate, defaults, required variables, Execute with
-// panics recovered, uses list enforced on st) and returns its result.
-// A tool that cannot be compiled fails t.
-func Call(t testing.TB, tool toolrun.Tool, st *State, args string) toolrun.Result {
-	t.Helper()
-	res, err := st.run(context.Background(), tool, args)
+	s.ex = toolrun.NewExecutor(s.reg, &toolrun.ExecutorOptions{Store: s.store, CodeRunner: opts.CodeRunner})
+	st, err := s.ex.State(observe.With(ctx, (*observer)(s)), s.id)
 	if err != nil {
 		t.Fatalf("toolruntest: %v", err)
 	}
-	return res
+	s.ThreadState = st
+	return s
 }
 
-func (s *State) run(ctx context.Context, tool toolrun.Tool, args string) (toolrun.Result, error) {
-	info, err := toolrun.Describe(tool)
-	if err != nil {
-		return toolrun.Result{}, err
+// Call runs tool with the argument text args as production runs a model's
+// call — registering the tool with the State's registry on its first call —
+// and returns what production returns and stores. A tool that cannot be
+// registered fails t.
+func Call(t testing.TB, tool toolrun.Tool, st *State, args string) Result {
+	t.Helper()
+	name := st.register(t, tool)
+	st.mu.Lock()
+	st.calls++
+	id := fmt.Sprintf("call_%d", st.calls)
+	st.mu.Unlock()
+	outs, err := st.ex.Run(observe.With(context.Background(), (*observer)(st)), st.id, []toolrun.ToolCall{{ID: id, Name: name, Arguments: args}})
+	if len(outs) == 0 {
+		t.Fatalf("toolruntest: the call of %s stored no result: %v", name, err)
 	}
-	s.mu.Lock()
-	prev := s.uses
-	s.uses = info.Uses
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.uses = prev
-		s.mu.Unlock()
-	}()
-	return toolrun.Invoke(ctx, tool, s, args)
+	r, m := outs[0].Result, *outs[0].Message
+	return Result{Status: r.Status, Result: r.Result, Error: r.Error, Content: m.Content, ErrorCode: r.ErrorCode, ErrorData: r.ErrorData,
+		Refs: m.Attachments, Message: m, Outcomes: outs, Err: err}
+}
+
+// register registers tool unless it is registered already, and returns
+// its name.
+func (s *State) register(t testing.TB, tool toolrun.Tool) string {
+	t.Helper()
+	info, err := describe(tool)
+	if err != nil {
+		t.Fatalf("toolruntest: %v", err)
+	}
+	if _, ok := s.reg.Tool(info); ok {
+		return info
+	}
+	if err := s.reg.Register(tool); err != nil {
+		t.Fatalf("toolruntest: %v", err)
+	}
+	return info
+}
+
+// describe returns a tool's name: the Name field every tool type
+// (Func[A], RawFunc) has.
+func describe(tool toolrun.Tool) (string, error) {
+	v := reflect.ValueOf(tool)
+	if tool == nil || v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return "", fmt.Errorf("not a tool definition: %T", tool)
+	}
+	f := v.Elem().FieldByName("Name")
+	if f.Kind() != reflect.String {
+		return "", fmt.Errorf("not a tool definition: %T", tool)
+	}
+	return f.String(), nil
 }
 
 // Store is the MemoryStore behind the state, for set-up and inspection
 // beyond the recorders.
 func (s *State) Store() *toolrun.MemoryStore { return s.store }
 
-// Queued returns the calls tools queued, in order.
+// Executor is the executor the calls run on.
+func (s *State) Executor() *toolrun.Executor { return s.ex }
+
+// Queued returns the calls tools queued, in order (arguments as given).
 func (s *State) Queued() []toolrun.ToolCall {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,22 +260,23 @@ func (s *State) Invoked() []Invocation {
 	return append([]Invocation(nil), s.invoked...)
 }
 
-// Emitted returns the events tools emitted, in order.
+// Emitted returns the events tools emitted, in order, as subscribers get
+// them (data as a JSON tree, secrets redacted).
 func (s *State) Emitted() []toolrun.Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]toolrun.Event(nil), s.emitted...)
 }
 
-// Injected returns the messages tools injected, in order.
+// Injected returns the messages tools injected, in order, as stored.
 func (s *State) Injected() []toolrun.Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]toolrun.Message(nil), s.injected...)
 }
 
-// Written returns the paths tools wrote, in order (a path written twice
-// appears twice).
+// Written returns the paths tools wrote with WriteFile, in order (a path
+// written twice appears twice; attachments of results are not listed).
 func (s *State) Written() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -228,259 +294,45 @@ func (s *State) File(path string) []byte {
 	return data
 }
 
-// EnvValue returns the env value a tool set or was given.
+// EnvValue returns the thread env value a tool set or was given.
 func (s *State) EnvValue(name string) (toolrun.EnvValue, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.env[name]
-	return v, ok
+	v, err := s.store.GetEnv(context.Background(), toolrun.ScopeThread, s.id, name)
+	return v, err == nil
 }
 
-// ThreadID implements toolrun.ThreadState.
-func (s *State) ThreadID() string { return s.id }
+// observer is the State as the observer production reports to.
+type observer State
 
-// AgentID implements toolrun.ThreadState.
-func (s *State) AgentID() string { return s.agent }
-
-// UserID implements toolrun.ThreadState.
-func (s *State) UserID() string { return s.user }
-
-// Execution implements toolrun.ThreadState.
-func (s *State) Execution() *toolrun.Execution { return s.exec }
-
-// CallID implements toolrun.ThreadState: Options.CallID, or "test-call".
-func (s *State) CallID() string { return s.callID }
-
-// Value implements toolrun.ThreadState.
-func (s *State) Value(ctx context.Context, key string, dst any) (bool, error) {
-	raw, err := s.store.GetValue(ctx, s.id, key)
-	if errors.Is(err, toolrun.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if dst == nil {
-		return true, nil
-	}
-	return true, json.Unmarshal(raw, dst)
+func (o *observer) Invoked(name, args string, result any) {
+	r, _ := result.(toolrun.Result)
+	o.mu.Lock()
+	o.invoked = append(o.invoked, Invocation{Name: name, Arguments: args, Result: r})
+	o.mu.Unlock()
 }
 
-// SetValue implements toolrun.ThreadState.
-func (s *State) SetValue(ctx context.Context, key string, v any) error {
-	var raw json.RawMessage
-	if v != nil {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("toolruntest: value %q: %w", key, err)
-		}
-		raw = b
-	}
-	return s.store.SetValue(ctx, s.id, key, raw)
+func (o *observer) Queued(call any) {
+	c, _ := call.(toolrun.ToolCall)
+	o.mu.Lock()
+	o.queued = append(o.queued, c)
+	o.mu.Unlock()
 }
 
-// Env implements toolrun.ThreadState.
-func (s *State) Env(_ context.Context, name string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.env[name]
-	if !ok {
-		return "", fmt.Errorf("%w: %s", toolrun.ErrVariableNotFound, name)
-	}
-	return v.Value, nil
+func (o *observer) Injected(message any) {
+	m, _ := message.(toolrun.Message)
+	o.mu.Lock()
+	o.injected = append(o.injected, m)
+	o.mu.Unlock()
 }
 
-// EnvType implements toolrun.ThreadState.
-func (s *State) EnvType(_ context.Context, name string) (toolrun.VarType, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.env[name]; ok && v.Type != "" {
-		return v.Type, nil
-	}
-	return toolrun.VarSecret, nil
+func (o *observer) Wrote(path string) {
+	o.mu.Lock()
+	o.written = append(o.written, path)
+	o.mu.Unlock()
 }
 
-// SetEnv implements toolrun.ThreadState.
-func (s *State) SetEnv(_ context.Context, name, value string, t toolrun.VarType) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if t == "" {
-		t = toolrun.VarSecret
-		if old, ok := s.env[name]; ok && old.Type != "" {
-			t = old.Type
-		}
-	}
-	s.env[name] = toolrun.EnvValue{Value: value, Type: t}
-	return nil
+func (o *observer) Emitted(event any) {
+	ev, _ := event.(toolrun.Event)
+	o.mu.Lock()
+	o.emitted = append(o.emitted, ev)
+	o.mu.Unlock()
 }
-
-func (s *State) declared(name string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.uses == nil {
-		return "", true
-	}
-	for _, u := range s.uses {
-		if u == name {
-			return "", true
-		}
-	}
-	list := "(none)"
-	if len(s.uses) > 0 {
-		list = ""
-		for i, u := range s.uses {
-			if i > 0 {
-				list += ", "
-			}
-			list += u
-		}
-	}
-	return fmt.Sprintf("Tool %q is not declared in the current tool's uses list. Allowed tools: %s", name, list), false
-}
-
-func argText(args any) (string, error) {
-	switch a := args.(type) {
-	case nil:
-		return "{}", nil
-	case string:
-		return a, nil
-	case json.RawMessage:
-		return string(a), nil
-	case []byte:
-		return string(a), nil
-	}
-	b, err := json.Marshal(args)
-	return string(b), err
-}
-
-// QueueTool implements toolrun.ThreadState: the call is recorded, not run.
-func (s *State) QueueTool(name string, args any) error {
-	if msg, ok := s.declared(name); !ok {
-		return fmt.Errorf("%w: %s", toolrun.ErrNotDeclared, msg)
-	}
-	raw, err := argText(args)
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.queued = append(s.queued, toolrun.ToolCall{ID: fmt.Sprintf("queued_%d", len(s.queued)+1), Name: name, Arguments: raw})
-	s.mu.Unlock()
-	return nil
-}
-
-// InvokeTool implements toolrun.ThreadState: tools given in Options.Tools
-// run through the real pipeline with this state.
-func (s *State) InvokeTool(ctx context.Context, name string, args any) toolrun.Result {
-	raw, err := argText(args)
-	var res toolrun.Result
-	switch msg, ok := s.declared(name); {
-	case !ok:
-		res = toolrun.Result{Status: toolrun.StatusError, Error: msg}
-	case err != nil:
-		res = toolrun.Errorf("arguments: %v", err)
-	default:
-		tool := s.tools[name]
-		if tool == nil {
-			res = toolrun.Result{Status: toolrun.StatusError, Error: "Tool not found: " + name}
-		} else if res, err = s.run(ctx, tool, raw); err != nil {
-			res = toolrun.Errorf("%v", err)
-		}
-	}
-	s.mu.Lock()
-	s.invoked = append(s.invoked, Invocation{Name: name, Arguments: raw, Result: res})
-	s.mu.Unlock()
-	return res
-}
-
-// InjectMessage implements toolrun.ThreadState.
-func (s *State) InjectMessage(ctx context.Context, m toolrun.Message) error {
-	c := m
-	stamp(&c)
-	if err := s.store.AppendMessages(ctx, s.id, &c); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	s.injected = append(s.injected, c)
-	s.mu.Unlock()
-	return nil
-}
-
-// Messages implements toolrun.ThreadState.
-func (s *State) Messages(ctx context.Context, opts *toolrun.MessagesOptions) (toolrun.MessagePage, error) {
-	q := toolrun.MessageQuery{Limit: 100}
-	if opts != nil {
-		q = toolrun.MessageQuery{Limit: opts.Limit, Offset: opts.Offset, Order: opts.Order, IncludeSilent: opts.IncludeSilent, MaxDepth: opts.MaxDepth}
-		if q.Limit <= 0 {
-			q.Limit = 100
-		}
-	}
-	return s.store.ListMessages(ctx, s.id, q)
-}
-
-// Emit implements toolrun.ThreadState.
-func (s *State) Emit(event string, data any) {
-	s.mu.Lock()
-	s.emitted = append(s.emitted, toolrun.Event{ThreadID: s.id, Type: event, Data: data, Timestamp: time.Now().UTC()})
-	s.mu.Unlock()
-}
-
-// WriteFile implements toolrun.ThreadState.
-func (s *State) WriteFile(ctx context.Context, path string, data []byte, mimeType string) (toolrun.FileInfo, error) {
-	if mimeType == "" {
-		mimeType = "application/octet-stream"
-	}
-	p := toolrun.CleanPath(path)
-	info, err := s.store.WriteFile(ctx, s.id, toolrun.FileInfo{Path: p, MimeType: mimeType, CreatedAt: fileTime(), UpdatedAt: fileTime()}, data)
-	if err == nil {
-		s.mu.Lock()
-		s.written = append(s.written, p)
-		s.mu.Unlock()
-	}
-	return info, err
-}
-
-// ReadFile implements toolrun.ThreadState.
-func (s *State) ReadFile(ctx context.Context, path string) ([]byte, error) {
-	data, _, err := s.store.ReadFile(ctx, s.id, toolrun.CleanPath(path))
-	return data, err
-}
-
-// StatFile implements toolrun.ThreadState.
-func (s *State) StatFile(ctx context.Context, path string) (toolrun.FileInfo, error) {
-	return s.store.StatFile(ctx, s.id, toolrun.CleanPath(path))
-}
-
-// ListFiles implements toolrun.ThreadState.
-func (s *State) ListFiles(ctx context.Context, dir string) ([]toolrun.FileInfo, error) {
-	return s.store.ListFiles(ctx, s.id, toolrun.CleanPath(dir))
-}
-
-// DeleteFile implements toolrun.ThreadState.
-func (s *State) DeleteFile(ctx context.Context, path string) error {
-	return s.store.DeleteFile(ctx, s.id, toolrun.CleanPath(path))
-}
-
-// RunCode implements toolrun.ThreadState.
-func (s *State) RunCode(ctx context.Context, source string, opts *toolrun.CodeOptions) *toolrun.CodeRun {
-	if s.code == nil {
-		return toolrun.SettledCodeRun(toolrun.CodeResult{Status: toolrun.CodeStatusLinkError,
-			Error: &toolrun.CodeError{Name: "MissingCodeRunner", Message: "toolruntest: no CodeRunner in Options"}})
-	}
-	return s.code.RunCode(ctx, source, opts)
-}
-
-var msgCount atomic.Int64
-
-// stamp gives a message without an ID or creation time one, as the
-// executor does before it stores a message.
-func stamp(m *toolrun.Message) {
-	if m.ID == "" {
-		m.ID = "msg_" + strconv.FormatInt(msgCount.Add(1), 10)
-	}
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = fileTime()
-	}
-}
-
-// fileTime is the time a file is written at.
-func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -100,9 +100,15 @@ func TestSecondMessageKeepsTheChat(t *testing.T) {
 }
 
 func TestToolSchemasMirrorTheSpec(t *testing.T) {
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(SearchGitHubIssues, LabelGitHubIssue, GetGitHubIssue))
+	describe := func(name string) toolrun.ToolSpec {
+		info, ok := reg.Tool(name)
+		require.True(t, ok, name)
+		return info
+	}
 	schema := func(tool toolrun.Tool) map[string]any {
-		info, err := toolrun.Describe(tool)
-		require.NoError(t, err)
+		info := describe(map[toolrun.Tool]string{SearchGitHubIssues: "search_github_issues", LabelGitHubIssue: "label_github_issue", GetGitHubIssue: "get_github_issue"}[tool])
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(info.Parameters, &m))
 		return m["properties"].(map[string]any)
@@ -118,7 +124,7 @@ func TestToolSchemasMirrorTheSpec(t *testing.T) {
 	assert.EqualValues(t, 1, label["number"].(map[string]any)["minimum"])
 	get := schema(GetGitHubIssue)
 	assert.NotContains(t, get["owner"], "pattern", "the spec's get_github_issue escapes instead")
-	info, _ := toolrun.Describe(LabelGitHubIssue)
+	info := describe("label_github_issue")
 	require.NotEmpty(t, info.Variables)
 	assert.Equal(t, toolrun.Variable{Name: TokenVar, Type: toolrun.VarSecret, Required: true, Description: "Token that can write issues in the repository"}, info.Variables[0])
 }

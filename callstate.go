@@ -12,13 +12,17 @@ import (
 	"github.com/toolrun/toolrun/internal/jsonvalue"
 )
 
-// callState is the ThreadState the executor gives one tool call.
+// callState is the ThreadState the executor gives one call of a function
+// tool: production's, the one package toolruntest hands tools too.
 type callState struct {
 	e    *Executor
 	b    *batch
 	tool *funcTool // the running tool: its uses list and package
 	nest int       // the call's nesting level (0: a call of a top-level batch)
 	id   string    // the call's id (CallID)
+	// resultID is the id the stored result of the batch's running call will
+	// get: the rows of a prompt tool the call invokes hang from it.
+	resultID string
 	// invoked counts the InvokeTool calls made so far, for their ids.
 	invoked atomic.Int64
 }
@@ -28,7 +32,7 @@ var _ ThreadState = (*callState)(nil)
 func (s *callState) ThreadID() string      { return s.b.threadID }
 func (s *callState) AgentID() string       { return s.b.thread.AgentID }
 func (s *callState) UserID() string        { return s.b.thread.UserID }
-func (s *callState) Execution() *Execution { return s.b.exec }
+func (s *callState) Execution() *Execution { return s.b.sc.exec }
 func (s *callState) CallID() string        { return s.id }
 
 func (s *callState) Value(ctx context.Context, key string, dst any) (bool, error) {
@@ -103,8 +107,8 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	s.b.env[name] = v
 	s.b.redOK = false
 	s.b.mu.Unlock()
-	if s.b.turn != nil {
-		return s.b.turn.rt.propagateEnv(ctx, s.b.threadID, name, v, 0)
+	if f := s.b.sc.envSet; f != nil {
+		return f(ctx, name, v)
 	}
 	return nil
 }
@@ -130,22 +134,34 @@ func (s *callState) QueueTool(name string, args any) error {
 	if err != nil {
 		return fmt.Errorf("toolrun: queue %s: arguments: %w", name, err)
 	}
-	if s.tool != nil && s.tool.namespace != "" {
-		if ent := s.e.reg.lookup(name, s.tool.namespace); ent != nil {
+	if ns := s.namespace(); ns != "" {
+		if ent := s.e.reg.lookup(name, ns); ent != nil {
 			name = ent.name
 		}
 	}
 	s.b.mu.Lock()
+	if s.b.curCall == "" {
+		s.b.mu.Unlock()
+		return fmt.Errorf("toolrun: queue %s: QueueTool needs a running batch, which this ThreadState is not in; use InvokeTool", name)
+	}
 	// Deterministic ids (<queuing call>_q<n>): a resumed batch recognises
 	// a queued call whose result is already stored.
 	s.b.queuedN++
-	id := fmt.Sprintf("%s_q%d", s.b.curCall, s.b.queuedN)
-	if s.b.curCall == "" {
-		id = newID("queued")
-	}
-	s.b.queue = append(s.b.queue, pending{call: ToolCall{ID: id, Name: name, Arguments: raw}, queued: true})
+	c := ToolCall{ID: s.b.curCall + "_q" + strconv.Itoa(s.b.queuedN), Name: name, Arguments: raw}
+	s.b.queue = append(s.b.queue, pending{call: c, queued: true})
 	s.b.mu.Unlock()
+	if s.b.obs != nil {
+		s.b.obs.Queued(c)
+	}
 	return nil
+}
+
+// namespace is the running tool's package ("" outside a tool).
+func (s *callState) namespace() string {
+	if s.tool == nil {
+		return ""
+	}
+	return s.tool.namespace
 }
 
 func (s *callState) InvokeTool(ctx context.Context, name string, args any) Result {
@@ -157,9 +173,15 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 		return Errorf("toolrun: invoke %s: arguments: %v", name, err)
 	}
 	id := s.id + "_i" + strconv.FormatInt(s.invoked.Add(1), 10)
-	res, abort := s.e.execute(ctx, s.b, s, id, name, raw)
-	if abort != nil {
-		s.b.setAbort(abort, s.e.redactor(s.b))
+	h := s.b.sc.tools.forTool(name, s.namespace())
+	res, err := s.e.invoke(ctx, s.b, s, h, id, raw, s.resultID)
+	if err != nil {
+		// An abort, or a store failure, stops the run after this call.
+		s.b.setAbort(err, s.e.redactor(s.b))
+	}
+	if s.b.obs != nil {
+		red := s.e.redactor(s.b)
+		s.b.obs.Invoked(name, red.String(raw), redactResult(res, red))
 	}
 	return res
 }
@@ -178,8 +200,9 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("toolrun: inject message: %w", err)
 	}
+	st := &s.b.sc.stamp
 	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: meta,
-		ParentID: s.b.parentID, Depth: s.b.depth, Prompt: s.b.prompt,
+		ParentID: st.ParentID, Depth: st.Depth, Prompt: st.Prompt,
 		ToolCallID: red.String(m.ToolCallID), Name: red.String(m.Name), ToolStatus: m.ToolStatus}
 	for _, c := range m.ToolCalls {
 		msg.ToolCalls = append(msg.ToolCalls, ToolCall{ID: red.String(c.ID), Name: red.String(c.Name), Arguments: red.String(c.Arguments)})
@@ -190,11 +213,14 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 	if err := s.e.store.AppendMessages(ctx, s.b.threadID, msg); err != nil {
 		return &StoreError{Op: "inject message", Err: err}
 	}
+	if s.b.obs != nil {
+		s.b.obs.Injected(*msg)
+	}
 	return nil
 }
 
-func (s *callState) Messages(ctx context.Context, opts *MessagesOptions) (MessagePage, error) {
-	p, err := s.e.store.ListMessages(ctx, s.b.threadID, opts.query())
+func (s *callState) Messages(ctx context.Context, q *MessageQuery) (MessagePage, error) {
+	p, err := s.e.store.ListMessages(ctx, s.b.threadID, toolQuery(q))
 	if err != nil {
 		return MessagePage{}, &StoreError{Op: "list messages", Err: err}
 	}
@@ -214,7 +240,11 @@ func (s *callState) Emit(event string, data any) {
 		}
 		data = red.Value(tree)
 	}
-	s.e.ev.publish(Event{ThreadID: s.b.threadID, Type: red.String(event), Data: data, Timestamp: time.Now().UTC()})
+	ev := Event{ThreadID: s.b.threadID, Type: red.String(event), Data: data, Timestamp: time.Now().UTC()}
+	s.e.ev.publish(ev)
+	if s.b.obs != nil {
+		s.b.obs.Emitted(ev)
+	}
 }
 
 func (s *callState) WriteFile(ctx context.Context, path string, data []byte, mimeType string) (FileInfo, error) {
@@ -224,6 +254,9 @@ func (s *callState) WriteFile(ctx context.Context, path string, data []byte, mim
 	info, err := s.e.store.writeFile(ctx, s.b.threadID, CleanPath(path), data, mimeType)
 	if err != nil {
 		return FileInfo{}, &StoreError{Op: "write file " + path, Err: err}
+	}
+	if s.b.obs != nil {
+		s.b.obs.Wrote(info.Path)
 	}
 	return info, nil
 }

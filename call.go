@@ -1,0 +1,268 @@
+package toolrun
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
+	"github.com/toolrun/toolrun/internal/schema"
+)
+
+// call is one call as its handler runs it.
+type call struct {
+	e      *Executor
+	b      *batch
+	id     string // the call's id (ThreadState.CallID)
+	args   string // its argument text
+	nest   int    // its nesting level: 0 for a call of a top-level batch
+	caller *callState
+	// resultID is the id its stored result will get, which the rows of a
+	// prompt tool's sub-prompt point at; "" for an invocation, whose result
+	// is not stored.
+	resultID string
+}
+
+// invoke runs a call of h: nesting bound, required variables, then the
+// handler. It stores nothing. The error, when not nil, stops the run (see
+// handler.run).
+func (e *Executor) invoke(ctx context.Context, b *batch, caller *callState, h *handler, id, args, resultID string) (Result, error) {
+	level := b.sc.nest
+	if caller != nil {
+		level = caller.nest + 1
+	}
+	if level > e.maxNest {
+		return nestingResult(h.name, level, e.maxNest), nil
+	}
+	if h.kind == kindRefused || h.kind == kindProvider {
+		return h.refusal, nil
+	}
+	// A model cannot provide a missing variable, so it hears of one before
+	// any complaint about its arguments.
+	if missing := e.missingVariables(b, h.variables); len(missing) > 0 {
+		return missingVariablesResult(missing), nil
+	}
+	return h.run(ctx, &call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID})
+}
+
+func missingVariablesResult(missing []string) Result {
+	return Result{
+		Status:    StatusError,
+		Error:     "Missing required variables: " + joinComma(missing),
+		ErrorCode: "missing_variables",
+		ErrorData: map[string]any{"missing": toAnySlice(missing)},
+	}
+}
+
+// argumentsResult is the error result of argument text the route refused.
+func argumentsResult(f *schema.Failure, kind string) Result {
+	r := Result{Status: StatusError, Error: f.Message(kind)}
+	if len(f.Issues) > 0 {
+		r.ErrorCode = "invalid_arguments"
+	}
+	return r
+}
+
+// runFunction is the run of a function tool's handler.
+func (t *funcTool) runFunction(ctx context.Context, c *call) (Result, error) {
+	st := &callState{e: c.e, b: c.b, tool: t, nest: c.nest, id: c.id, resultID: c.resultID}
+	return callTool(ctx, t, st, c.args)
+}
+
+// callTool calls the tool — its arguments decoded, then Execute — and
+// normalises what it returned. The tool runs on a goroutine of its own, so
+// that nothing it does ends the caller's goroutine: a panic becomes an error
+// result with its stack, and runtime.Goexit (t.FailNow inside a test
+// assertion) becomes an error result too, where on the caller's goroutine
+// it would have unwound Run itself and stored nothing.
+func callTool(ctx context.Context, t *funcTool, st ThreadState, args string) (res Result, abort error) {
+	f := callFrames.Get().(*callFrame)
+	f.ctx, f.tool, f.st, f.args = ctx, t, st, args
+	select {
+	case idleRunners <- f: // a runner whose stack has grown already takes it
+	default:
+		go runCalls(f)
+	}
+	<-f.done
+	res, abort = f.res, f.abort
+	*f = callFrame{done: f.done}
+	callFrames.Put(f)
+	if res.Status != StatusError {
+		res.Status = StatusSuccess
+	} else if res.Error == "" {
+		res.Error = res.Result
+	}
+	return res, abort
+}
+
+// callFrame carries one tool call to the goroutine that runs it. Frames
+// are pooled with their channel.
+type callFrame struct {
+	ctx   context.Context
+	tool  *funcTool
+	st    ThreadState
+	args  string
+	res   Result
+	abort error
+	done  chan struct{}
+}
+
+var callFrames = sync.Pool{New: func() any { return &callFrame{done: make(chan struct{}, 1)} }}
+
+// idleRunners hands a call to a runner goroutine waiting for one. A fresh
+// goroutine per call would cost more than the call: its small stack grows
+// again, by copying, for every call.
+var idleRunners = make(chan *callFrame)
+
+// idleCount counts the runners waiting for a call; at most maxIdle wait,
+// so a burst of concurrent calls does not leave its runners behind.
+var idleCount atomic.Int32
+
+var maxIdle = int32(4 * runtime.GOMAXPROCS(0))
+
+// runCalls runs f, then the calls handed to it while it waits, until more
+// than maxIdle runners would be waiting. A tool that calls runtime.Goexit
+// ends its runner (after f.run has reported the call), which is all Goexit
+// can do.
+func runCalls(f *callFrame) {
+	for {
+		f.run()
+		if idleCount.Add(1) > maxIdle {
+			idleCount.Add(-1)
+			return
+		}
+		f = <-idleRunners
+		idleCount.Add(-1)
+	}
+}
+
+func (f *callFrame) run() {
+	pprof.SetGoroutineLabels(f.ctx) // profiles see the caller's labels
+	returned := false
+	defer func() {
+		if !returned {
+			if p := recover(); p != nil {
+				f.res = Result{Status: StatusError, Error: "tool panicked: " + safefmt.Sprint(p), Stack: string(debug.Stack())}
+			} else {
+				// Only runtime.Goexit unwinds a goroutine without a panic.
+				f.res = Result{Status: StatusError, Error: "tool exited its goroutine (runtime.Goexit, as t.FailNow does) before returning a result",
+					ErrorCode: "tool_goexit", Stack: string(debug.Stack())}
+			}
+			f.abort = nil
+		}
+		f.done <- struct{}{}
+	}()
+	r, err := f.tool.call(f.ctx, f.st, f.args)
+	if err != nil {
+		r = Result{Status: StatusError, Error: safefmt.Error(err), Attachments: r.Attachments, Refs: r.Refs}
+		var coded interface{ Code() string }
+		if errors.As(err, &coded) {
+			r.ErrorCode = coded.Code()
+		}
+		if errors.Is(err, ErrAbort) {
+			f.abort = err
+		}
+	}
+	f.res = r
+	returned = true
+}
+
+// nestingKey carries, in the context of a blocking subagent's Send, the
+// nesting level its batches start at.
+type nestingKey struct{}
+
+func withNesting(ctx context.Context, level int) context.Context {
+	return context.WithValue(ctx, nestingKey{}, level)
+}
+
+func nestingOf(ctx context.Context) int {
+	n, _ := ctx.Value(nestingKey{}).(int)
+	return n
+}
+
+// nestingResult refuses a call nested past the limit.
+func nestingResult(name string, level, limit int) Result {
+	return Result{Status: StatusError, ErrorCode: "max_nesting",
+		Error: fmt.Sprintf("Tool %q was not run: it would be nested %d levels deep (tools invoking tools, and prompt tools), past the limit of %d.", name, level, limit)}
+}
+
+// safeID reports whether a call id is what every store and provider takes:
+// 1 to 64 letters, digits, '_', '-', '.' or ':'.
+func safeID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// cleanName returns a tool name from a model as text every store can hold:
+// control characters and invalid UTF-8 become U+FFFD, and it is cut at 256
+// bytes. A plain name is returned as it is.
+func cleanName(name string) string {
+	if plainName(name) {
+		return name
+	}
+	name = strings.ToValidUTF8(name, "\uFFFD")
+	name = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '\uFFFD'
+		}
+		return r
+	}, name)
+	if len(name) > 256 {
+		name = strings.ToValidUTF8(name[:256], "")
+	}
+	return name
+}
+
+// plainName reports whether name is made of what names and qualified names
+// are (letters, digits, '_', '-', '/'), 1 to 129 bytes: such a name needs no
+// cleaning.
+func plainName(name string) bool {
+	if len(name) == 0 || len(name) > 129 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '/') {
+			return false
+		}
+	}
+	return true
+}
+
+// callDigest identifies a call by its tool and its redacted arguments, so
+// that a stored result tells the call it answers from another call with
+// the same id.
+func callDigest(name, redactedArgs string) string {
+	var buf [512]byte
+	in := append(append(append(buf[:0], name...), 0), strings.TrimSpace(redactedArgs)...)
+	sum := sha256.Sum256(in)
+	var out [22]byte
+	base64.RawURLEncoding.Encode(out[:], sum[:16])
+	return string(out[:])
+}
+
+// reissuedID returns a new id for a call whose id is taken, keeping the old
+// one as its start (ids stay within what providers accept: letters, digits,
+// _ and -).
+func reissuedID(old string) string {
+	if len(old) > 24 {
+		old = old[:24]
+	}
+	return old + "_" + randomHex(4)
+}

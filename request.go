@@ -1,0 +1,140 @@
+package toolrun
+
+import (
+	"context"
+	"strings"
+)
+
+// buildRequest assembles the next model request of a turn: the prompt's
+// text with the thread's arguments, the tools the request offers, and the
+// history the prompt includes as the acting side sees it.
+func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, tools *toolset) (*Request, error) {
+	args := ts.th.Arguments
+	req := &Request{
+		Model:             ts.model.ID,
+		ThreadID:          ts.th.ID,
+		System:            interpolate(ts.prompt.Text, args),
+		ToolChoice:        ts.prompt.ToolChoice,
+		ParallelToolCalls: ts.prompt.ParallelToolCalls,
+	}
+	if len(tools.specs) > 0 {
+		req.Tools = append([]ToolSpec(nil), tools.specs...)
+	} else {
+		req.ToolChoice = ""
+	}
+	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
+	if err != nil {
+		return nil, &StoreError{Op: "list messages", Err: err}
+	}
+	msgs := p.Messages
+	if !ts.prompt.IncludeChat {
+		// Only messages injected during this turn (prompt-local context).
+		var local []Message
+		for _, m := range msgs {
+			if m.Seq > ts.turnStart && (m.Role == RoleSystem || m.Role == RoleUser) {
+				local = append(local, m)
+			}
+		}
+		msgs = local
+	}
+	req.Messages = perspective(msgs, ts.sideKey, ts.prompt.IncludePastTools)
+	return req, nil
+}
+
+func sideOf(m *Message) string { return m.Side }
+
+// perspective turns stored rows into what the acting side sees: its own
+// turns as assistant, the other side's as user; only its own tool calls and
+// results; tool calls paired with results, missing ones synthesised,
+// orphans dropped, queued results shown as a synthetic call block.
+func perspective(rows []Message, side string, pastTools bool) []Message {
+	results := map[string]*Message{}
+	called := map[string]bool{}
+	for i := range rows {
+		m := &rows[i]
+		if m.Role == RoleTool && m.ToolCallID != "" {
+			results[m.ToolCallID] = m
+		}
+		if m.Role == RoleAssistant {
+			for _, c := range m.ToolCalls {
+				called[c.ID] = true
+			}
+		}
+	}
+	out := make([]Message, 0, len(rows))
+	var queued []Message    // a run of queued results waiting for their synthetic call block
+	var queuedArgs []string // their calls' (redacted) arguments
+	flushQueued := func() {
+		if len(queued) == 0 {
+			return
+		}
+		calls := make([]ToolCall, len(queued))
+		for i, q := range queued {
+			calls[i] = ToolCall{ID: q.ToolCallID, Name: q.Name, Arguments: queuedArgs[i]}
+		}
+		out = append(out, Message{Role: RoleAssistant, ToolCalls: calls})
+		out = append(out, queued...)
+		queued, queuedArgs = nil, nil
+	}
+	for i := range rows {
+		m := rows[i]
+		own := sideOf(&m) == side || sideOf(&m) == ""
+		switch m.Role {
+		case RoleTool:
+			if !pastTools || !own {
+				continue
+			}
+			if m.Queued && !called[m.ToolCallID] {
+				queued = append(queued, toModel(m))
+				queuedArgs = append(queuedArgs, m.Arguments)
+			}
+			// Results of model calls are emitted after their call; orphans are dropped.
+			continue
+		case RoleAssistant:
+			flushQueued()
+			if !own {
+				if strings.TrimSpace(m.Content) != "" {
+					out = append(out, Message{Role: RoleUser, Content: m.Content, Attachments: m.Attachments})
+				}
+				continue
+			}
+			am := toModel(m)
+			if !pastTools {
+				am.ToolCalls = nil
+				if strings.TrimSpace(am.Content) == "" {
+					continue
+				}
+				out = append(out, am)
+				continue
+			}
+			out = append(out, am)
+			for _, c := range m.ToolCalls {
+				if r := results[c.ID]; r != nil {
+					out = append(out, toModel(*r))
+				} else {
+					out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
+						Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+				}
+			}
+		case RoleUser:
+			flushQueued()
+			if sideOf(&m) == side && side == "b" {
+				// Side B's own messages are its assistant turns.
+				out = append(out, Message{Role: RoleAssistant, Content: m.Content, Attachments: m.Attachments})
+				continue
+			}
+			out = append(out, toModel(m))
+		default:
+			flushQueued()
+			out = append(out, toModel(m))
+		}
+	}
+	flushQueued()
+	return out
+}
+
+// toModel keeps the fields a provider needs.
+func toModel(m Message) Message {
+	return Message{ID: m.ID, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID,
+		Name: m.Name, ToolStatus: m.ToolStatus, Attachments: m.Attachments}
+}

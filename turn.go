@@ -1,0 +1,475 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// missingText is the result the model is shown for a call of an earlier
+// response that has no stored result.
+const missingText = "Tool result missing from conversation history for prior call %q. Treat this as a failed tool call."
+
+// turnState is one side's turn, or one sub-prompt of it: what its model
+// requests and their batches share.
+type turnState struct {
+	rt      *Runtime
+	th      *Thread
+	agent   *Agent
+	side    *Side
+	sideKey string // "a" or "b"
+	prompt  *Prompt
+	model   *Model
+	exec    *Execution
+	total   *atomic.Int64 // model requests of the execution
+	ceiling int           // the execution's limit of model requests
+	parent  *turnState    // the calling turn of a sub-prompt
+	// turnStart is the Seq of the thread's last message when the turn began.
+	turnStart int64
+	// A sub-prompt's rows hang from its caller's result message, one level
+	// deeper; its calls nest one level deeper than its caller.
+	parentID string
+	depth    int
+	nest     int
+
+	mu      sync.Mutex // guards handoff (tools may call InvokeTool from goroutines)
+	handoff *handoff
+}
+
+// root is the top-level turn a sub-prompt belongs to.
+func (ts *turnState) root() *turnState {
+	for ts.parent != nil {
+		ts = ts.parent
+	}
+	return ts
+}
+
+// scope is the scope of the turn's batches.
+func (ts *turnState) scope() *scope {
+	sc := &scope{
+		exec:     ts.exec,
+		defaults: []map[string]string{ts.agent.Env, ts.prompt.Env},
+		stamp:    Message{Prompt: ts.prompt.Name, Side: ts.sideKey, ParentID: ts.parentID, Depth: ts.depth},
+		nest:     ts.nest,
+		envSet: func(ctx context.Context, name string, v EnvValue) error {
+			return ts.rt.propagateEnv(ctx, ts.th.ID, name, v, 0)
+		},
+	}
+	if n, ok := ts.model.Provider.(NullableOptionals); ok {
+		sc.nullOptionals = n.NullableOptionals(ts.model.ID)
+	}
+	return sc
+}
+
+type turnResult struct {
+	stop    string
+	text    string
+	handoff *handoff
+	ended   bool
+	failed  bool
+}
+
+// runSession runs side turns starting with side until a human side is
+// next, the session ends or a guard stops it. The thread's turn lock is held.
+// resume, when not nil, are the calls of a stored response the first turn
+// runs (resuming those with stored results) before its first request.
+func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64, resume []ToolCall) (*Reply, error) {
+	reply := &Reply{ThreadID: th.ID}
+	var total atomic.Int64
+	for {
+		agent, ok := rt.reg.Agent(th.AgentID)
+		if !ok {
+			return nil, fmt.Errorf("toolrun: thread %s: agent %q is not registered", th.ID, th.AgentID)
+		}
+		s := &agent.SideA
+		if side == "b" {
+			s = &agent.SideB
+		}
+		if s.Human {
+			reply.StopReason = StopHuman
+			break
+		}
+		res, err := rt.runTurn(ctx, th, agent, s, side, &total, resume)
+		resume = nil
+		if err != nil {
+			return reply, rt.collect(ctx, reply, startSeq, err)
+		}
+		if res.handoff != nil {
+			if err := rt.applyHandoff(ctx, th, res.handoff); err != nil {
+				return reply, rt.collect(ctx, reply, startSeq, err)
+			}
+			side = "a"
+			continue
+		}
+		reply.Text, reply.StopReason = res.text, res.stop
+		turns, err := rt.countTurn(ctx, th)
+		if err != nil {
+			return reply, rt.collect(ctx, reply, startSeq, err)
+		}
+		if res.ended || agent.MaxSessionTurns > 0 && turns >= agent.MaxSessionTurns {
+			reply.SessionEnded = true
+			if res.ended {
+				reply.Failed = res.failed
+			} else {
+				reply.StopReason = StopMaxSessionTurns
+			}
+			if err := rt.resetTurns(ctx, th); err != nil {
+				return reply, rt.collect(ctx, reply, startSeq, err)
+			}
+			break
+		}
+		if !th.TerminatedAt.IsZero() {
+			break // terminated during the turn: no further turn
+		}
+		if res.stop != StopResponse && res.stop != StopTool {
+			break // a guard stopped the turn: do not hand the turn over
+		}
+		other := &agent.SideB
+		next := "b"
+		if side == "b" {
+			other, next = &agent.SideA, "a"
+		}
+		if other.Human {
+			break
+		}
+		side = next
+	}
+	err := rt.collect(ctx, reply, startSeq, nil)
+	if rt.ex.ev.has(th.ID) {
+		rt.ex.ev.publish(Event{ThreadID: th.ID, Type: EventTurnDone, Timestamp: time.Now().UTC(),
+			Data: TurnDone{StopReason: reply.StopReason, Text: reply.Text, SessionEnded: reply.SessionEnded, Failed: reply.Failed}})
+	}
+	return reply, err
+}
+
+// runTurn runs one side's turn: model requests and tool batches until the
+// side stops.
+func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64, resume []ToolCall) (turnResult, error) {
+	prompt, ok := rt.reg.Prompt(side.Prompt)
+	if !ok {
+		return turnResult{}, fmt.Errorf("toolrun: agent %s: prompt %q is not registered", agent.Name, side.Prompt)
+	}
+	model, ok := rt.reg.Model(prompt.Model)
+	if !ok {
+		return turnResult{}, fmt.Errorf("toolrun: prompt %s: model %q is not registered", prompt.Name, prompt.Model)
+	}
+	ceiling := rt.maxTotal
+	if side.MaxSteps > ceiling {
+		ceiling = side.MaxSteps
+	}
+	turnStart, err := rt.lastSeq(ctx, th.ID)
+	if err != nil {
+		return turnResult{}, err
+	}
+	exec := &Execution{Side: sideKey}
+	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, exec: exec,
+		total: total, ceiling: ceiling, turnStart: turnStart, nest: nestingOf(ctx)}
+	steps := 0
+	lastText := ""
+	// runCalls runs a response's calls and applies the stop rules after
+	// them; done reports that the turn ends with res.
+	runCalls := func(b *batch, calls []ToolCall, fresh bool) (res turnResult, done bool, err error) {
+		outcomes, err := rt.ex.runBatch(ctx, b, calls, fresh)
+		if err != nil {
+			if ctx.Err() != nil {
+				rt.stopped(ctx, ts, b, calls)
+			}
+			return turnResult{}, true, err
+		}
+		exec.StepCount = steps
+		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
+			return res, true, nil
+		}
+		if stop, err := rt.breaker(ctx, ts); err != nil || stop {
+			return turnResult{stop: StopRepeatedToolError, text: lastText}, true, err
+		}
+		return turnResult{}, false, nil
+	}
+	if len(resume) > 0 {
+		b, _, err := rt.prepare(ctx, ts)
+		if err != nil {
+			return turnResult{}, err
+		}
+		if res, done, err := runCalls(b, resume, false); done {
+			return res, err
+		}
+	}
+	for {
+		if side.MaxSteps > 0 && steps >= side.MaxSteps {
+			return turnResult{stop: StopMaxSideSteps, text: lastText}, nil
+		}
+		if total.Load() >= int64(ceiling) {
+			return turnResult{stop: StopMaxTotalSteps, text: lastText}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return turnResult{}, err
+		}
+		if steps > 0 {
+			if fresh, err := rt.store.GetThread(ctx, th.ID); err == nil && !fresh.TerminatedAt.IsZero() {
+				th.TerminatedAt = fresh.TerminatedAt
+				return turnResult{stop: StopStopped, text: lastText}, nil
+			}
+		}
+		// The offered tools are worked out for every request: the lifecycle
+		// tools depend on the child registry, which the last batch may have changed.
+		b, tools, err := rt.prepare(ctx, ts)
+		if err != nil {
+			return turnResult{}, err
+		}
+		req, err := rt.buildRequest(ctx, ts, tools)
+		if err != nil {
+			return turnResult{}, err
+		}
+		total.Add(1)
+		text, calls, err := rt.stream(ctx, ts, b, tools, req)
+		if err != nil {
+			return turnResult{}, err
+		}
+		empty := strings.TrimSpace(text) == "" && len(calls) == 0
+		if empty {
+			calls = []ToolCall{{ID: newID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
+		}
+		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
+		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
+			return turnResult{}, &StoreError{Op: "append assistant message", Err: err}
+		}
+		steps++
+		if strings.TrimSpace(text) != "" {
+			lastText = text
+		}
+		if empty {
+			em := &Message{Role: RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, ToolStatus: StatusError, Prompt: prompt.Name,
+				Content: errorContent("The response was empty: reply with text or call a tool."),
+				Side:    sideKey}
+			if err := rt.store.AppendMessages(ctx, th.ID, em); err != nil {
+				return turnResult{}, &StoreError{Op: "append tool result", Err: err}
+			}
+			exec.StepCount = steps
+			continue
+		}
+		if len(calls) == 0 {
+			if side.stopOnResponse() {
+				return turnResult{stop: StopResponse, text: text}, nil
+			}
+			exec.StepCount = steps
+			continue
+		}
+		if res, done, err := runCalls(b, calls, true); done {
+			return res, err
+		}
+	}
+}
+
+// stopped records a user stop (reference E15): an error result "Execution
+// stopped by user" for every call of the response still lacking one, and a
+// system message with the same text.
+func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls []ToolCall) {
+	ctx = context.WithoutCancel(ctx)
+	const text = "Execution stopped by user"
+	var msgs []*Message
+	for _, c := range calls {
+		if _, err := rt.store.ToolResult(ctx, ts.th.ID, c.ID); err == nil {
+			continue
+		}
+		msgs = append(msgs, &Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError, Prompt: ts.prompt.Name,
+			Depth: ts.depth, ParentID: ts.parentID, Content: errorContent(text), Side: ts.sideKey})
+	}
+	if ts.depth == 0 {
+		msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Side: ts.sideKey})
+	}
+	if err := rt.store.AppendMessages(ctx, ts.th.ID, msgs...); err != nil {
+		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
+	}
+}
+
+// bound wraps the handler of one of the side's session tools so that the
+// bindings apply to its results; other handlers come back as they are.
+func (ts *turnState) bound(h *handler) *handler {
+	if ts.parent != nil || h.kind != kindFunction {
+		return h
+	}
+	var binds []*SessionBinding
+	for _, b := range []*SessionBinding{ts.side.SessionStop, ts.side.SessionFail, ts.side.SessionStatus} {
+		if b != nil && b.Name == h.name {
+			binds = append(binds, b)
+		}
+	}
+	if len(binds) == 0 {
+		return h
+	}
+	w := *h
+	w.run = func(ctx context.Context, c *call) (Result, error) {
+		res, err := h.run(ctx, c)
+		if err != nil || res.IsError() {
+			return res, err
+		}
+		return ts.bindResult(ctx, binds, c.args, res)
+	}
+	return &w
+}
+
+// bindResult applies session bindings to a successful result: a
+// MessageProperty replaces the result text, and the AttachmentsProperty
+// paths of SessionStop and SessionFail must exist in the thread.
+func (ts *turnState) bindResult(ctx context.Context, binds []*SessionBinding, args string, res Result) (Result, error) {
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(args), &top)
+	for _, bind := range binds {
+		if bind.MessageProperty != "" {
+			if v := rawText(top[bind.MessageProperty]); v != "" {
+				res.Result = v
+			}
+		}
+		if bind.AttachmentsProperty == "" || bind == ts.side.SessionStatus {
+			continue
+		}
+		var v any
+		_ = json.Unmarshal(top[bind.AttachmentsProperty], &v)
+		var missing []string
+		for _, r := range ts.rt.refsForPaths(ctx, ts.th.ID, attachmentPaths(v)) {
+			if _, err := ts.rt.store.StatFile(ctx, ts.th.ID, r.Path); err != nil {
+				missing = append(missing, r.Path)
+				continue
+			}
+			r.ID, r.Type = newID("att"), "file"
+			res.Refs = append(res.Refs, r)
+		}
+		if len(missing) > 0 {
+			return Result{Status: StatusError, Error: "Provided attachment path(s) not found in this thread: " + strings.Join(missing, ", ")}, nil
+		}
+	}
+	return res, nil
+}
+
+// afterBatch applies the stop rules that follow a batch of tool calls.
+func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Outcome, exec *Execution, lastText string) (turnResult, bool) {
+	side := ts.side
+	for _, o := range outcomes {
+		name := o.Call.Name
+		ok := o.Result.Status == StatusSuccess
+		if side.SessionStatus != nil && name == side.SessionStatus.Name && ts.th.ParentID != "" {
+			// A status report goes to the parent's child registry (reference E11).
+			text := strings.TrimSpace(o.Message.Content)
+			if e, err := rt.store.Child(ctx, ts.th.ParentID, ts.th.ID); err == nil && e.Status != ChildTerminated {
+				e.Report = text
+				if err := rt.store.PutChild(ctx, e); err != nil {
+					rt.log.WarnContext(ctx, "toolrun: forwarding session status", "thread", ts.th.ID, "error", err)
+				}
+			}
+		}
+		if side.SessionFail != nil && name == side.SessionFail.Name && ok {
+			return turnResult{stop: StopSessionFail, text: o.Message.Content, ended: true, failed: true}, true
+		}
+		if side.SessionStop != nil && name == side.SessionStop.Name && ok {
+			return turnResult{stop: StopSessionStop, text: o.Message.Content, ended: true}, true
+		}
+	}
+	ts.mu.Lock()
+	h := ts.handoff
+	ts.mu.Unlock()
+	if h != nil {
+		return turnResult{handoff: h}, true
+	}
+	if side.StopTool != "" {
+		for _, o := range outcomes {
+			if o.Call.Name != side.StopTool {
+				continue
+			}
+			text := lastText
+			if side.StopToolResponseProperty != "" {
+				if v := argValue(o.Call.Arguments, side.StopToolResponseProperty); v != "" {
+					text = v
+				}
+			}
+			return turnResult{stop: StopTool, text: text}, true
+		}
+	}
+	if exec.Stopped() {
+		return turnResult{stop: StopStopped, text: lastText}, true
+	}
+	return turnResult{}, false
+}
+
+// argValue reads a top-level argument as text (strings trimmed, others JSON).
+func argValue(args, key string) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &m) != nil {
+		return ""
+	}
+	return rawText(m[key])
+}
+
+// rawText is a JSON value as text: a string trimmed, anything else as its
+// JSON ("" when absent).
+func rawText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return strings.TrimSpace(s)
+	}
+	return string(raw)
+}
+
+var signatureRE = regexp.MustCompile(`"[^"]*"|'[^']*'|(/[\w.-]+)+|\d+`)
+
+// breaker is the repeated-error circuit breaker: the 8 most recent
+// top-level tool results are all errors with one normalised signature.
+func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
+	const window = 8
+	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{Limit: 4 * window, Order: OrderDesc})
+	if err != nil {
+		return false, &StoreError{Op: "list messages", Err: err}
+	}
+	var sig string
+	n := 0
+	for _, m := range p.Messages {
+		if m.Role != RoleTool {
+			continue
+		}
+		if m.ToolStatus != StatusError {
+			return false, nil
+		}
+		s := signatureRE.ReplaceAllString(m.Content, "_")
+		if n == 0 {
+			sig = s
+		} else if s != sig {
+			return false, nil
+		}
+		if n++; n == window {
+			break
+		}
+	}
+	if n < window {
+		return false, nil
+	}
+	msg := &Message{Role: RoleAssistant, Prompt: ts.prompt.Name,
+		Content: fmt.Sprintf("I stopped because the same tool error repeated %d times in a row. The last result was: %s", window, p.Messages[0].Content),
+		Side:    ts.sideKey, ErrorCode: StopRepeatedToolError}
+	if err := rt.store.AppendMessages(ctx, ts.th.ID, msg); err != nil {
+		return true, &StoreError{Op: "append assistant message", Err: err}
+	}
+	return true, nil
+}
+
+// prepare starts a model request of the turn: the batch its calls will run
+// in, and the tools it offers, which the batch's calls resolve to.
+func (rt *Runtime) prepare(ctx context.Context, ts *turnState) (*batch, *toolset, error) {
+	sc := ts.scope()
+	b, err := rt.ex.newBatch(ctx, ts.th.ID, sc, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	tools, err := rt.offer(ctx, ts, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc.tools = tools
+	return b, tools, nil
+}
