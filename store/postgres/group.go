@@ -274,10 +274,11 @@ func (s *Store) appendOne(ctx context.Context, p *pending) (int64, error) {
 	return seq, err
 }
 
-// encodeBody returns the JSON body stored for m.
-func encodeBody(m *toolrun.Message, threadID, id string, created time.Time) (string, error) {
+// encodeBody returns the JSON body stored for m (its Seq, ID and
+// CreatedAt have columns, and are read from those).
+func encodeBody(m *toolrun.Message, threadID string) (string, error) {
 	c := *m
-	c.ID, c.ThreadID, c.CreatedAt, c.Seq = id, threadID, created, 0
+	c.ThreadID, c.Seq = threadID, 0
 	b, err := json.Marshal(&c)
 	return string(b), err
 }

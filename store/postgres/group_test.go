@@ -49,7 +49,7 @@ func runBatched(t *testing.T, st *postgres.Store, appends []*groupAppend, queued
 	var holders sync.WaitGroup
 	for range postgres.GroupInFlight {
 		holders.Go(func() {
-			if err := st.AppendMessages(ctx, "hold", &toolrun.Message{Role: toolrun.RoleUser, Content: "hold"}); err != nil {
+			if err := st.AppendMessages(ctx, "hold", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "hold"}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -95,7 +95,7 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func result(call string) *toolrun.Message {
-	return &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: call, Name: "search", ToolStatus: toolrun.StatusSuccess, Content: "r " + call}
+	return &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: call, Name: "search", ToolStatus: toolrun.StatusSuccess, Content: "r " + call}
 }
 
 // Appends coalesced into one transaction: each gets its own outcome, with
@@ -136,7 +136,7 @@ func TestGroupCommitOutcomes(t *testing.T) {
 		{st: st, thread: "b", m: result("stored")},      // duplicate of a stored result
 		{st: fenced, thread: "leased", m: result("l1")}, // current lease
 		{st: stale, thread: "lost", m: result("s1")},    // released lease
-		{st: st, thread: "a", m: &toolrun.Message{Role: toolrun.RoleUser, Content: "a3", Metadata: map[string]any{"k": "v"}}},
+		{st: st, thread: "a", m: &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "a3", Metadata: map[string]any{"k": "v"}}},
 		{st: st, thread: "b", m: result("b1")},
 	}
 	runBatched(t, st, appends, nil, len(appends))
@@ -155,7 +155,7 @@ func TestGroupCommitOutcomes(t *testing.T) {
 			continue
 		}
 		m := *a.m
-		m.ID, m.Seq, m.ThreadID, m.CreatedAt = "", 0, "", time.Time{}
+		m.Seq = 0
 		err := a.st.AppendMessages(ctx, a.thread, &m)
 		if err == nil || err.Error() != a.err.Error() {
 			t.Errorf("append %d alone: %v; batched: %v", i, err, a.err)
@@ -182,7 +182,7 @@ func TestGroupCommitOutcomes(t *testing.T) {
 			t.Fatalf("thread %s: %d messages stored, %d appended", thread, len(got), len(sent))
 		}
 		for i, m := range sent {
-			if got[i].Seq != m.Seq || got[i].ID != m.ID || got[i].Content != m.Content || m.ThreadID != thread {
+			if got[i].Seq != m.Seq || got[i].ID != m.ID || got[i].Content != m.Content || got[i].ThreadID != thread {
 				t.Errorf("thread %s message %d: stored %+v, appended %+v", thread, i, got[i], *m)
 			}
 			if i > 0 && sent[i].Seq <= sent[i-1].Seq {
@@ -216,7 +216,7 @@ func TestGroupCommitStatementFails(t *testing.T) {
 	appends := []*groupAppend{
 		{st: st, thread: "a", m: result("a1")},
 		{st: st, thread: "b", m: result("bad\x00id")},
-		{st: st, thread: "a", m: &toolrun.Message{Role: toolrun.RoleUser, Content: "no tool call id"}},
+		{st: st, thread: "a", m: &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "no tool call id"}},
 		{st: st, thread: "b", m: result("b1")},
 	}
 	runBatched(t, st, appends, nil, len(appends))
@@ -381,7 +381,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if appends[0].err != nil || !errors.Is(appends[1].err, toolrun.ErrDuplicateToolResult) || appends[0].m.Seq != 2 {
 		t.Errorf("after upgrade: %v (Seq %d), %v", appends[0].err, appends[0].m.Seq, appends[1].err)
 	}
-	if err := st.AppendMessages(ctx, "a", &toolrun.Message{Role: toolrun.RoleUser, Silent: true}, &toolrun.Message{Role: toolrun.RoleUser}); err != nil {
+	if err := st.AppendMessages(ctx, "a", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Silent: true}, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []struct {

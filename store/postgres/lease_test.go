@@ -107,7 +107,7 @@ func TestLeaseTakeoverFencesStaleOwner(t *testing.T) {
 	if err := a.CreateThread(ctx, &toolrun.Thread{ID: thread}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "by a"}); err != nil {
+	if err := a.AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "by a"}); err != nil {
 		t.Fatalf("write under a current lease: %v", err)
 	}
 	// Instance A stops renewing (it crashed, or stalled in a GC pause).
@@ -126,14 +126,14 @@ func TestLeaseTakeoverFencesStaleOwner(t *testing.T) {
 		t.Errorf("takeover token %d not above %d", lb.Token, la.Token)
 	}
 	b := instB.WithLease(lb)
-	if err := b.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "by b"}); err != nil {
+	if err := b.AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "by b"}); err != nil {
 		t.Fatalf("new owner's write: %v", err)
 	}
 	// Every kind of late write by A is refused.
 	_, writeErr := a.WriteFile(ctx, thread, toolrun.FileInfo{Path: "/f", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("x"))
 	late := map[string]error{
-		"AppendMessages": a.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "late a"},
-			&toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "late result"}),
+		"AppendMessages": a.AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "late a"},
+			&toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: "c1", Content: "late result"}),
 		"UpdateThread": a.UpdateThread(ctx, &toolrun.Thread{ID: thread, AgentID: "hijack"}),
 		"SetValue":     a.SetValue(ctx, thread, "k", json.RawMessage(`1`)),
 		"SetEnv":       a.SetEnv(ctx, toolrun.ScopeThread, thread, "K", toolrun.EnvValue{Value: "v", Type: toolrun.VarText}),
@@ -208,7 +208,7 @@ func TestLeaseMutualExclusion(t *testing.T) {
 				mu.Lock()
 				tokens = append(tokens, l.Token)
 				mu.Unlock()
-				err = st.WithLease(l).AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: owner})
+				err = st.WithLease(l).AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: owner})
 				if err != nil {
 					t.Errorf("%s: write under a held lease: %v", owner, err)
 				}
@@ -285,7 +285,7 @@ func TestAppendsAcrossInstances(t *testing.T) {
 		for g := range 3 {
 			wg.Go(func() {
 				for j := range 30 {
-					m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d-%d", i, g, j)}
+					m := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("c%d-%d-%d", i, g, j)}
 					if err := st.AppendMessages(ctx, "t", m); err != nil {
 						t.Error(err)
 						return
@@ -307,7 +307,7 @@ func TestAppendsAcrossInstances(t *testing.T) {
 			t.Fatalf("Seq %d follows %d", p.Messages[i].Seq, p.Messages[i-1].Seq)
 		}
 	}
-	err = stores[0].AppendMessages(ctx, "t", &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1-2-29"})
+	err = stores[0].AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleTool, ToolCallID: "c1-2-29"})
 	if !errors.Is(err, toolrun.ErrDuplicateToolResult) {
 		t.Errorf("duplicate across instances: %v", err)
 	}
@@ -329,13 +329,13 @@ func TestLockThread(t *testing.T) {
 	if _, err := stores[1].TryAcquireLease(ctx, thread, "instance-b", time.Minute); !errors.Is(err, postgres.ErrLeaseHeld) {
 		t.Fatalf("another instance got a renewed lease: %v", err)
 	}
-	if err := st.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser, Content: "still mine"}); err != nil {
+	if err := st.AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "still mine"}); err != nil {
 		t.Fatalf("write after ttl under a renewed lease: %v", err)
 	}
 	if err := release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AppendMessages(ctx, thread, &toolrun.Message{Role: toolrun.RoleUser}); !errors.Is(err, postgres.ErrStaleLease) {
+	if err := st.AppendMessages(ctx, thread, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser}); !errors.Is(err, postgres.ErrStaleLease) {
 		t.Errorf("write after release: %v; want ErrStaleLease", err)
 	}
 	if _, err := stores[1].TryAcquireLease(ctx, thread, "instance-b", time.Minute); err != nil {

@@ -46,7 +46,15 @@
 // Open and New create or upgrade the tables to [SchemaVersion] under a
 // PostgreSQL advisory lock, recording versions in schema_version. The
 // tables live in the first schema of the connection's search_path, or in
-// Options.Schema.
+// Options.Schema. Version 4 gives Thread.Arguments and SessionTurns columns
+// and moves what older builds kept in message metadata (error details,
+// queued calls, the side), thread properties (arguments, session turns)
+// and free child statuses (now ChildEntry.Report) into the typed fields; a
+// caller's own keys stay.
+//
+// The Store keeps records as given (see toolrun.Store): it makes no ids
+// and reads no clock for them; it refuses a message without ID or
+// CreatedAt and a thread without ID.
 //
 // # Secrets
 //
@@ -78,8 +86,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -320,16 +326,6 @@ func drain(rows pgx.Rows, each func(pgx.Rows) error) error {
 	return rows.Err()
 }
 
-// newID returns a message id: "msg_" and 16 random hex digits, the form
-// the root package uses.
-func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "msg_" + hex.EncodeToString(b[:])
-}
-
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
 func utc(t time.Time) time.Time {
 	if t.IsZero() {
 		return t
@@ -349,35 +345,44 @@ func nullTime(t time.Time) *time.Time {
 // CreateThread implements toolrun.ThreadStore.
 func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	if t.ID == "" {
-		return errors.New("postgres: create thread: empty id")
+		return errors.New("postgres: create thread: the thread has no ID")
 	}
-	created := t.CreatedAt
-	if created.IsZero() {
-		created = now()
+	args, props, tags, err := threadJSON(t)
+	if err != nil {
+		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
 	}
-	var props, tags []byte
-	var err error
-	if t.Properties != nil {
-		if props, err = json.Marshal(t.Properties); err != nil {
-			return fmt.Errorf("postgres: create thread %q: properties: %w", t.ID, err)
-		}
-	}
-	if t.Tags != nil {
-		if tags, err = json.Marshal(t.Tags); err != nil {
-			return fmt.Errorf("postgres: create thread %q: tags: %w", t.ID, err)
-		}
-	}
-	n, err := s.writeExec(ctx, t.ID, `INSERT INTO threads (id, agent_id, user_id, parent_id, properties, tags, created_at, terminated_at)
-		VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7, $8) ON CONFLICT (id) DO NOTHING`,
-		t.ID, t.AgentID, t.UserID, t.ParentID, jsonArg(props), jsonArg(tags), created, nullTime(t.TerminatedAt))
+	n, err := s.writeExec(ctx, t.ID, `INSERT INTO threads (id, agent_id, user_id, parent_id, arguments, session_turns, properties, tags, created_at, terminated_at)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7::jsonb, $8::jsonb, $9, $10) ON CONFLICT (id) DO NOTHING`,
+		t.ID, t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, t.CreatedAt, nullTime(t.TerminatedAt))
 	if err == nil && n == 0 {
 		err = toolrun.ErrThreadExists
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
 	}
-	t.CreatedAt = created
 	return nil
+}
+
+// threadJSON encodes the JSON columns of a thread, NULL for nil.
+func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
+	enc := func(v any, null bool, what string) (*string, error) {
+		if null {
+			return nil, nil
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		return jsonArg(b), nil
+	}
+	if args, err = enc(t.Arguments, t.Arguments == nil, "arguments"); err != nil {
+		return
+	}
+	if props, err = enc(t.Properties, t.Properties == nil, "properties"); err != nil {
+		return
+	}
+	tags, err = enc(t.Tags, t.Tags == nil, "tags")
+	return
 }
 
 // jsonArg passes encoded JSON as text, or NULL when b is nil.
@@ -392,10 +397,11 @@ func jsonArg(b []byte) *string {
 // GetThread implements toolrun.ThreadStore.
 func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, error) {
 	t := toolrun.Thread{ID: id}
-	var props, tags []byte
+	var args, props, tags []byte
 	var terminated *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT agent_id, user_id, parent_id, properties::text, tags::text, created_at, terminated_at
-		FROM threads WHERE id = $1`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &props, &tags, &t.CreatedAt, &terminated)
+	var turns int32
+	err := s.pool.QueryRow(ctx, `SELECT agent_id, user_id, parent_id, arguments::text, session_turns, properties::text, tags::text, created_at, terminated_at
+		FROM threads WHERE id = $1`, id).Scan(&t.AgentID, &t.UserID, &t.ParentID, &args, &turns, &props, &tags, &t.CreatedAt, &terminated)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = toolrun.ErrNotFound
 	}
@@ -403,8 +409,14 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 		return nil, fmt.Errorf("postgres: get thread %q: %w", id, err)
 	}
 	t.CreatedAt = utc(t.CreatedAt)
+	t.SessionTurns = int(turns)
 	if terminated != nil {
 		t.TerminatedAt = terminated.UTC()
+	}
+	if args != nil {
+		if err := json.Unmarshal(args, &t.Arguments); err != nil {
+			return nil, fmt.Errorf("postgres: get thread %q: arguments: %w", id, err)
+		}
 	}
 	if props != nil {
 		if err := json.Unmarshal(props, &t.Properties); err != nil {
@@ -421,21 +433,13 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 
 // UpdateThread implements toolrun.ThreadStore.
 func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
-	var props, tags []byte
-	var err error
-	if t.Properties != nil {
-		if props, err = json.Marshal(t.Properties); err != nil {
-			return fmt.Errorf("postgres: update thread %q: properties: %w", t.ID, err)
-		}
+	args, props, tags, err := threadJSON(t)
+	if err != nil {
+		return fmt.Errorf("postgres: update thread %q: %w", t.ID, err)
 	}
-	if t.Tags != nil {
-		if tags, err = json.Marshal(t.Tags); err != nil {
-			return fmt.Errorf("postgres: update thread %q: tags: %w", t.ID, err)
-		}
-	}
-	n, err := s.writeExec(ctx, t.ID, `UPDATE threads SET agent_id = $2, user_id = $3, parent_id = $4, properties = $5::jsonb,
-		tags = $6::jsonb, terminated_at = $7 WHERE id = $1`,
-		t.ID, t.AgentID, t.UserID, t.ParentID, jsonArg(props), jsonArg(tags), nullTime(t.TerminatedAt))
+	n, err := s.writeExec(ctx, t.ID, `UPDATE threads SET agent_id = $2, user_id = $3, parent_id = $4, arguments = $5::jsonb,
+		session_turns = $6, properties = $7::jsonb, tags = $8::jsonb, terminated_at = $9 WHERE id = $1`,
+		t.ID, t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, nullTime(t.TerminatedAt))
 	if err == nil && n == 0 {
 		err = toolrun.ErrNotFound
 	}
@@ -467,16 +471,12 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 	n := len(msgs)
 	ids, roles, callIDs, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	depths, silent, created := make([]int32, n), make([]bool, n), make([]time.Time, n)
-	t0 := now()
 	for i, m := range msgs {
+		if err := checkMessage(i, m); err != nil {
+			return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
+		}
 		ids[i], created[i] = m.ID, m.CreatedAt
-		if ids[i] == "" {
-			ids[i] = newID()
-		}
-		if created[i].IsZero() {
-			created[i] = t0
-		}
-		b, err := encodeBody(m, threadID, ids[i], created[i])
+		b, err := encodeBody(m, threadID)
 		if err != nil {
 			return fmt.Errorf("postgres: append to thread %q: encode message %d: %w", threadID, i, err)
 		}
@@ -516,29 +516,37 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 	}
 	for i, m := range msgs {
 		m.Seq = base + int64(i) + 1
-		m.ID, m.ThreadID, m.CreatedAt = ids[i], threadID, created[i]
+	}
+	return nil
+}
+
+// checkMessage refuses the i-th message of an append when it lacks what a
+// store keeps but does not make: its ID and CreatedAt.
+func checkMessage(i int, m *toolrun.Message) error {
+	if m.ID == "" {
+		return fmt.Errorf("message %d has no ID", i)
+	}
+	if m.CreatedAt.IsZero() {
+		return fmt.Errorf("message %d (%s) has no CreatedAt", i, m.ID)
 	}
 	return nil
 }
 
 // appendSingle appends one message through the group committer.
 func (s *Store) appendSingle(ctx context.Context, threadID string, m *toolrun.Message) error {
+	if err := checkMessage(0, m); err != nil {
+		return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
+	}
 	p := &pending{ctx: ctx, thread: threadID, token: s.token(threadID), id: m.ID, role: string(m.Role), callID: m.ToolCallID,
 		depth: int32(m.Depth), silent: m.Silent, created: m.CreatedAt, done: make(chan struct{})}
-	if p.id == "" {
-		p.id = newID()
-	}
-	if p.created.IsZero() {
-		p.created = now()
-	}
 	var err error
-	if p.body, err = encodeBody(m, threadID, p.id, p.created); err != nil {
+	if p.body, err = encodeBody(m, threadID); err != nil {
 		return fmt.Errorf("postgres: append to thread %q: encode message 0: %w", threadID, err)
 	}
 	if err := s.group.append(p); err != nil {
 		return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
 	}
-	m.Seq, m.ID, m.ThreadID, m.CreatedAt = p.seq, p.id, threadID, p.created
+	m.Seq = p.seq
 	return nil
 }
 
@@ -553,32 +561,21 @@ func decodeMessage(threadID string, seq int64, id string, created time.Time, bod
 
 // ListMessages implements toolrun.MessageStore. Total comes from the
 // message_counts table, in the same statement as the page.
+//
+// A query with After reads the rows after it through the primary key
+// (thread_id, seq): an index range from After, or from the thread's end
+// back to After, so the rows read are the rows returned, the rows the
+// offset skips and the rows the filters leave out (TestListAfterPlan).
+// message_counts cannot count part of a thread, so Total is then taken
+// from the page when the page runs to the end of the range (a query
+// without Limit) and otherwise counted over the same index range, in the
+// same statement.
 func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
-	filter := ``
-	args := []any{threadID}
-	if !q.IncludeSilent {
-		filter += ` AND NOT silent`
-	}
-	if q.MaxDepth >= 0 {
-		filter += ` AND depth <= $2`
-		args = append(args, q.MaxDepth)
-	}
-	count := `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = $1` + filter
-	dir := "DESC"
-	if q.Order == toolrun.OrderAsc {
-		dir = "ASC"
-	}
-	var limit *int64
-	if q.Limit > 0 {
-		l := int64(q.Limit)
-		limit = &l
-	}
+	query, qargs, count, args := listSQL(threadID, q)
+	after, limited := q.After > 0, q.Limit > 0
 	off := int64(max(q.Offset, 0))
-	na := len(args)
-	query := fmt.Sprintf(`SELECT seq, id, created_at, body::text, (%s) FROM messages WHERE thread_id = $1%s ORDER BY seq %s LIMIT $%d OFFSET $%d`,
-		count, filter, dir, na+1, na+2)
 	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
-	rows, err := s.pool.Query(ctx, query, append(args, limit, off)...)
+	rows, err := s.pool.Query(ctx, query, qargs...)
 	if err == nil {
 		err = drain(rows, func(r pgx.Rows) error {
 			var (
@@ -597,7 +594,11 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 			return err
 		})
 	}
-	if err == nil && len(page.Messages) == 0 {
+	switch {
+	case err != nil:
+	case after && !limited && (len(page.Messages) > 0 || off == 0):
+		page.Total = int(off) + len(page.Messages)
+	case len(page.Messages) == 0:
 		var total int64
 		err = s.pool.QueryRow(ctx, count, args...).Scan(&total)
 		page.Total = int(total)
@@ -610,6 +611,47 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 		slices.Reverse(page.Messages)
 	}
 	return page, nil
+}
+
+// listSQL returns the page statement of q and its arguments (each row
+// carries Total, but for a query with After and no Limit, whose Total is
+// the page's own count), and the statement that counts q's rows and its
+// arguments.
+func listSQL(threadID string, q toolrun.MessageQuery) (query string, qargs []any, count string, args []any) {
+	filter := ``
+	args = []any{threadID}
+	if !q.IncludeSilent {
+		filter += ` AND NOT silent`
+	}
+	if q.MaxDepth >= 0 {
+		filter += ` AND depth <= $2`
+		args = append(args, q.MaxDepth)
+	}
+	count = `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = $1` + filter
+	after := q.After > 0
+	if after {
+		args = append(args, q.After)
+		filter += fmt.Sprintf(` AND seq > $%d`, len(args))
+		count = `SELECT count(*) FROM messages WHERE thread_id = $1` + filter
+	}
+	dir := "DESC"
+	if q.Order == toolrun.OrderAsc {
+		dir = "ASC"
+	}
+	var limit *int64
+	if q.Limit > 0 {
+		l := int64(q.Limit)
+		limit = &l
+	}
+	off := int64(max(q.Offset, 0))
+	na := len(args)
+	total := `(` + count + `)`
+	if after && limit == nil {
+		total = `0` // from the page
+	}
+	query = fmt.Sprintf(`SELECT seq, id, created_at, body::text, %s FROM messages WHERE thread_id = $1%s ORDER BY seq %s LIMIT $%d OFFSET $%d`,
+		total, filter, dir, na+1, na+2)
+	return query, append(slices.Clip(args), limit, off), count, args
 }
 
 // ToolResult implements toolrun.MessageStore.
@@ -969,18 +1011,14 @@ func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
 
 // PutChild implements toolrun.ChildStore. It is fenced on the parent thread.
 func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
-	t := now()
-	created := e.CreatedAt
-	if created.IsZero() {
-		created = t
-	}
+	created, updated := e.CreatedAt, e.UpdatedAt
 	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
 	body, err := json.Marshal(&e)
 	if err == nil {
 		_, err = s.writeExec(ctx, e.ParentID, `INSERT INTO children (parent_id, reference, created_at, updated_at, body)
 			VALUES ($1, $2, $3, $4, $5::text::json)
 			ON CONFLICT (parent_id, reference) DO UPDATE SET updated_at = EXCLUDED.updated_at, body = EXCLUDED.body`,
-			e.ParentID, e.Reference, created, t, string(body))
+			e.ParentID, e.Reference, created, updated, string(body))
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: put child %q of %q: %w", e.Reference, e.ParentID, err)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,6 +19,14 @@ import (
 	"github.com/toolrun/toolrun/store/postgres"
 	"github.com/toolrun/toolrun/store/storetest"
 )
+
+var testIDs atomic.Int64
+
+// testID returns a fresh message id, as the front layer would give one.
+func testID() string { return fmt.Sprint("msg-", testIDs.Add(1)) }
+
+// testTime is the creation time of the tests' messages.
+var testTime = time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
 
 // dbURL returns TOOLRUN_POSTGRES_URL or skips the test.
 func dbURL(t testing.TB) string {

@@ -128,7 +128,7 @@ func TestRuntimeTakesOverAThreadWhoseOwnerDied(t *testing.T) {
 		t.Fatalf("the turn ran after %v, before the dead owner's lease expired", waited)
 	}
 	late := sts[0].WithLease(dead)
-	err = late.AppendMessages(t.Context(), th.ID, &toolrun.Message{Role: toolrun.RoleAssistant, Content: "late write"})
+	err = late.AppendMessages(t.Context(), th.ID, &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleAssistant, Content: "late write"})
 	if err == nil {
 		t.Fatal("the stale owner's late write was accepted")
 	}

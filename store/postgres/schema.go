@@ -177,10 +177,84 @@ END $$;
 	// version keeps builds before encryption, which would take the sealed
 	// text for the value, from opening the database.
 	`SELECT 1`,
+	// 4: typed fields. Thread.Arguments and SessionTurns get columns. A
+	// message's body already holds every field, so no message column is
+	// added; the facts that travelled in maps move into the fields that now
+	// hold them. Only values of toolrun's own form move (a string error
+	// code, an object of error data, and so on, on the roles that had
+	// them), and a typed field already set wins, so a caller's own metadata
+	// and property keys stay where they are. Only rows with such keys are
+	// rewritten.
+	`
+ALTER TABLE threads ADD COLUMN arguments jsonb;
+ALTER TABLE threads ADD COLUMN session_turns integer NOT NULL DEFAULT 0;
+
+UPDATE threads SET session_turns = (properties ->> 'session_turns')::numeric::integer,
+		properties = nullif(properties - 'session_turns', '{}'::jsonb)
+	WHERE jsonb_typeof(properties -> 'session_turns') = 'number';
+UPDATE threads SET arguments = properties -> 'arguments',
+		properties = nullif(properties - 'arguments', '{}'::jsonb)
+	WHERE jsonb_typeof(properties -> 'arguments') = 'object';
+
+CREATE FUNCTION toolrun_typed_message(b jsonb, r text) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+	md jsonb := b -> 'metadata';
+BEGIN
+	IF jsonb_typeof(md) IS DISTINCT FROM 'object' THEN
+		RETURN b;
+	END IF;
+	IF jsonb_typeof(md -> 'side') = 'string' AND coalesce(b ->> 'side', '') = '' THEN
+		b := b || jsonb_build_object('side', md -> 'side');
+		md := md - 'side';
+	END IF;
+	IF jsonb_typeof(md -> 'error_code') = 'string' AND r IN ('tool', 'assistant') AND NOT b ? 'error_code' THEN
+		b := b || jsonb_build_object('error_code', md -> 'error_code');
+		md := md - 'error_code';
+	END IF;
+	IF jsonb_typeof(md -> 'error_data') = 'object' AND r = 'tool' AND NOT b ? 'error_data' THEN
+		b := b || jsonb_build_object('error_data', md -> 'error_data');
+		md := md - 'error_data';
+	END IF;
+	IF jsonb_typeof(md -> 'stack') = 'string' AND r = 'tool' AND NOT b ? 'stack' THEN
+		b := b || jsonb_build_object('stack', md -> 'stack');
+		md := md - 'stack';
+	END IF;
+	IF md -> 'queued' = 'true'::jsonb AND r = 'tool' AND NOT b ? 'queued' THEN
+		b := b || jsonb_build_object('queued', true);
+		md := md - 'queued';
+	END IF;
+	IF jsonb_typeof(md -> 'arguments') = 'string' AND b -> 'queued' = 'true'::jsonb AND NOT b ? 'arguments' THEN
+		b := b || jsonb_build_object('arguments', md -> 'arguments');
+		md := md - 'arguments';
+	END IF;
+	IF jsonb_typeof(md -> 'queued_calls') = 'array' AND r = 'tool' AND NOT b ? 'queued_calls' THEN
+		b := b || jsonb_build_object('queued_calls', (
+			SELECT coalesce(jsonb_agg(CASE WHEN c -> 'arguments_redacted' = 'true'::jsonb
+					THEN (c - 'arguments_redacted') || '{"redacted": true}'::jsonb
+					ELSE c - 'arguments_redacted' END ORDER BY i), '[]'::jsonb)
+			FROM jsonb_array_elements(md -> 'queued_calls') WITH ORDINALITY AS q(c, i)));
+		md := md - 'queued_calls';
+	END IF;
+	IF md = '{}'::jsonb THEN
+		RETURN b - 'metadata';
+	END IF;
+	RETURN jsonb_set(b, '{metadata}', md);
+END $$;
+
+UPDATE messages SET body = toolrun_typed_message(body::jsonb, role)::json
+	WHERE (body::jsonb -> 'metadata') ?| ARRAY['side', 'error_code', 'error_data', 'stack', 'queued', 'arguments', 'queued_calls'];
+
+DROP FUNCTION toolrun_typed_message(jsonb, text);
+
+-- A child status that is not a state was the child's report.
+UPDATE children SET body = (body::jsonb || jsonb_build_object('report', body ->> 'status', 'status', 'running'))::json
+	WHERE json_typeof(body -> 'status') = 'string'
+		AND body ->> 'status' NOT IN ('', 'running', 'idle', 'failed', 'awaiting_human', 'terminated');
+`,
 }
 
 // SchemaVersion is the schema version this package writes and reads.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // migrate brings the schema to SchemaVersion in one transaction, holding a
 // transaction-level advisory lock keyed on the schema name, so several
