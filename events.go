@@ -141,6 +141,7 @@ func (e *Executor) safeHook(ctx context.Context, name string, fn func()) {
 
 // progressOf reads a top-level string argument from complete argument text.
 func progressOf(args, key string) *string {
+	countParse("progress")
 	var m map[string]json.RawMessage
 	if json.Unmarshal([]byte(args), &m) != nil {
 		return nil

@@ -234,6 +234,9 @@ func kindOf(d Definition) string {
 // lookup returns the entry registered under name. A caller inside package
 // ns finds its package's local names first.
 func (r *Registry) lookup(name, ns string) *entry {
+	if testHookLookup != nil {
+		testHookLookup(name)
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if ns != "" && !strings.Contains(name, "/") {
@@ -242,6 +245,20 @@ func (r *Registry) lookup(name, ns string) *entry {
 		}
 	}
 	return r.names[name]
+}
+
+// Test hooks: a counting test sets them to see how often a call consults
+// the registry and parses its argument text. They are nil otherwise.
+var (
+	testHookLookup func(name string)
+	testHookParse  func(where string)
+)
+
+// countParse reports one parse of argument text to the test hook.
+func countParse(where string) {
+	if testHookParse != nil {
+		testHookParse(where)
+	}
 }
 
 // Tool describes the function tool registered under name.

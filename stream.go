@@ -84,6 +84,9 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 			pc := get(ch.Index)
 			pc.args.WriteString(ch.ToolCall.Arguments)
 			if pc.key != "" && !pc.fired {
+				if !pc.fed {
+					countParse("stream") // one scan, fed piece by piece
+				}
 				pc.fed = true
 				pc.scan.Feed(ch.ToolCall.Arguments)
 				if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {
@@ -137,6 +140,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 				// The scanner has read what streamed; a call that came whole
 				// is read now, once.
 				if !pc.fed {
+					countParse("stream")
 					pc.scan.Feed(pc.call.Arguments)
 				}
 				if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {

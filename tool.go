@@ -165,6 +165,7 @@ func (f *Func[A]) compileTool() (*funcTool, error) {
 		annotations: f.Annotations,
 		call: func(ctx context.Context, st ThreadState, text string) (Result, error) {
 			var a A
+			countParse("decode")
 			if fail := args.Decode(text, &a); fail != nil {
 				return argumentsResult(fail, "Tool"), nil
 			}
@@ -214,6 +215,7 @@ func (f *RawFunc) compileTool() (*funcTool, error) {
 		annotations: f.Annotations,
 		call: func(ctx context.Context, st ThreadState, text string) (Result, error) {
 			var raw json.RawMessage
+			countParse("decode")
 			if fail := args.Decode(text, &raw); fail != nil {
 				return argumentsResult(fail, "Tool"), nil
 			}

@@ -318,6 +318,7 @@ func (ts *turnState) bound(h *handler) *handler {
 // paths of SessionStop and SessionFail must exist in the thread.
 func (ts *turnState) bindResult(ctx context.Context, binds []*SessionBinding, args string, res Result) (Result, error) {
 	var top map[string]json.RawMessage
+	countParse("session binding")
 	_ = json.Unmarshal([]byte(args), &top)
 	for _, bind := range binds {
 		if bind.MessageProperty != "" {
