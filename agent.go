@@ -87,7 +87,7 @@ type SubagentRelationship struct {
 	Hidden bool
 	// Optional names an env flag: the relationship exists for a turn only
 	// when that env value resolves to "true", "1" or "yes" (any case);
-	// otherwise it is neither offered nor creatable (reference A9, H1).
+	// otherwise it is neither offered nor creatable.
 	Optional string
 	// ScopedEnv names parent env values copied into each child, including
 	// scoped ones.

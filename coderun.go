@@ -9,7 +9,7 @@ import (
 // CodeStatus is the outcome of a sandbox run.
 type CodeStatus string
 
-// The statuses of a sandbox run (reference L3).
+// The statuses of a sandbox run.
 const (
 	CodeStatusSuccess    CodeStatus = "success"
 	CodeStatusError      CodeStatus = "error"
@@ -18,7 +18,7 @@ const (
 	CodeStatusTerminated CodeStatus = "terminated"
 )
 
-// CodeOptions configures ThreadState.RunCode (reference L2). The zero value
+// CodeOptions configures ThreadState.RunCode. The zero value
 // runs the default export of a TypeScript module.
 type CodeOptions struct {
 	// Execute names the export to run (default "default") and its arguments.

@@ -74,7 +74,8 @@ func (e *RegistrationError) Error() string {
 	return fmt.Sprintf("toolrun: register %q: %s", e.Name, e.Reason)
 }
 
-// notDeclaredMessage is the text of a uses-list refusal (spec 2.1, reference C2/C3).
+// notDeclaredMessage is the text of a uses-list refusal (spec section 2.1):
+// QueueTool returns it as an error, InvokeTool as an error result.
 func notDeclaredMessage(name string, allowed []string) string {
 	list := "(none)"
 	if len(allowed) > 0 {

@@ -152,7 +152,7 @@ type Chunk struct {
 	FinishReason string
 }
 
-// ProviderToolCall is a tool call the provider executed (reference I4):
+// ProviderToolCall is a tool call the provider executed itself:
 // logged, not stored as a tool message.
 type ProviderToolCall struct {
 	ID       string         `json:"id"`

@@ -17,7 +17,7 @@ import (
 // As a tool a prompt is one-shot: it makes exactly one model request; the
 // tools that request calls run and are stored, but the sub-prompt's model
 // does not see their results — the caller gets the text and a "Tool
-// Executions" summary (reference G4).
+// Executions" summary.
 //
 // A Prompt must not be modified after it is registered.
 type Prompt struct {
@@ -82,7 +82,7 @@ func (t toolName) promptToolName() string { return string(t) }
 // Optional makes a Tools entry depend on an env flag: the entry is offered
 // only when the env value named flag resolves, through the turn's env chain,
 // to "true", "1" or "yes" (any case). It wraps Use(name) or a
-// *SubpromptConfig (reference A5).
+// *SubpromptConfig.
 //
 //	Tools: []toolrun.PromptTool{
 //		toolrun.Use("search_issues"),

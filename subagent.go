@@ -273,7 +273,7 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		// A blocking child runs inside this call, so chains of them nest.
 		return nestingResult(ToolSubagentCreate, level, rt.ex.maxNest), nil
 	}
-	// Arguments against the child's side-A requiredSchema (reference H9).
+	// The arguments must satisfy the child's side-A prompt's RequiredSchema.
 	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
 		var v any = map[string]any{}
 		if argMap != nil {
@@ -377,9 +377,9 @@ func tagName(s string) string {
 
 func pathsOf(v []any) []string { return attachmentPaths(any(v)) }
 
-// scopedNames are the scoped variables of an agent's graph: its side
-// prompts and the function tools they offer (reference D7, simplified to
-// one level of tools).
+// scopedVars are the scoped variables of an agent: those its side
+// prompts and the function tools they list declare with Scoped (one level
+// of tools; the tools' own uses are not followed).
 func (rt *Runtime) scopedVars(a *Agent) []Variable {
 	var out []Variable
 	seen := map[string]bool{}
@@ -456,7 +456,7 @@ func (rt *Runtime) childEnv(ctx context.Context, ts *turnState, b *batch, rel *S
 }
 
 // copyAttachments copies thread files into another thread under
-// receiver-local paths (reference M3) and returns the new refs: each keeps
+// receiver-local paths and returns the new refs: each keeps
 // its ref's name, MIME type and dimensions, and gets the receiver's path
 // and a new id. Files that do not exist are skipped.
 func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, refs []AttachmentRef) []AttachmentRef {
@@ -618,7 +618,7 @@ func (rt *Runtime) settle(ctx context.Context, entry ChildEntry, status string) 
 }
 
 // runBlocking runs the child to the end of its session and returns its
-// outcome (reference H7).
+// outcome.
 func (rt *Runtime) runBlocking(ctx context.Context, ts *turnState, entry ChildEntry) (Result, error) {
 	text, failed, refs, status := rt.childOutcome(ctx, entry)
 	rt.settle(ctx, entry, status)
@@ -630,7 +630,7 @@ func (rt *Runtime) runBlocking(ctx context.Context, ts *turnState, entry ChildEn
 }
 
 // continueBlocking messages the single live instance of a blocking
-// relationship capped at one, and waits for it (create-or-continue, H5).
+// relationship capped at one, and waits for it: create-or-continue.
 func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch, rel *SubagentRelationship, ref, message string, attachments []any) (Result, error) {
 	entry, err := rt.store.Child(ctx, ts.th.ID, ref)
 	if err != nil {
@@ -645,7 +645,7 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 }
 
 // runBackground runs a non-blocking child; when it finishes, the parent is
-// told with a queued message that starts the parent's next turn (H8).
+// told with a queued message that starts the parent's next turn.
 func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 	// Background work runs on a goroutine of its own: it starts again at
 	// nesting level 0.
@@ -755,8 +755,7 @@ func (rt *Runtime) Terminate(ctx context.Context, threadID string) error {
 }
 
 // propagateEnv carries a thread env write down to every live descendant
-// for which the name is not scoped (reference D5, without its quirk of
-// replacing the descendant's whole env).
+// for which the name is not scoped; the descendant's other values stay.
 func (rt *Runtime) propagateEnv(ctx context.Context, threadID, name string, v EnvValue, depth int) error {
 	if depth > 32 {
 		return nil

@@ -265,7 +265,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 	}
 }
 
-// stopped records a user stop (reference E15): an error result "Execution
+// stopped records a user stop: an error result "Execution
 // stopped by user" for every call of the response still lacking one, and a
 // system message with the same text.
 func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls []ToolCall) {
@@ -354,7 +354,7 @@ func (rt *Runtime) afterBatch(ctx context.Context, ts *turnState, outcomes []Out
 		name := o.Call.Name
 		ok := o.Result.Status == StatusSuccess
 		if side.SessionStatus != nil && name == side.SessionStatus.Name && ts.th.ParentID != "" {
-			// A status report goes to the parent's child registry (reference E11).
+			// A status report goes to the parent's child registry.
 			text := strings.TrimSpace(o.Message.Content)
 			if e, err := rt.store.Child(ctx, ts.th.ParentID, ts.th.ID); err == nil && e.Status != ChildTerminated {
 				e.Report = text

@@ -2,7 +2,7 @@
 // whose text is still arriving, such as the arguments of a tool call that a
 // model is streaming.
 //
-// The runtime uses it for a tool's progress argument (reference J1): on
+// The runtime uses it for a tool's progress argument: on
 // every argument delta it asks whether the top-level key named by the tool
 // has a finished string value, and fires tool_call_started as soon as it has.
 //
