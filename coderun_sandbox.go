@@ -16,8 +16,6 @@ type SandboxRunner struct {
 	Runner *sandbox.Runner
 }
 
-func defaultCodeRunner() CodeRunner { return SandboxRunner{} }
-
 // RunCode implements CodeRunner.
 func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOptions) *CodeRun {
 	r := s.Runner

@@ -198,7 +198,7 @@ func TestPanicIsRecoveredAndBatchGoesOn(t *testing.T) {
 	ex := newExec(t, nil,
 		&toolrun.Func[struct{}]{Name: "bad", Execute: func(context.Context, toolrun.ThreadState, struct{}) (toolrun.Result, error) {
 			var m map[string]int
-			m["x"] = 1
+			m["x"] = 1 //lint:ignore SA5000 the runtime panic is what is tested
 			return toolrun.Result{}, nil
 		}},
 		&toolrun.Func[struct{}]{Name: "good", Execute: func(context.Context, toolrun.ThreadState, struct{}) (toolrun.Result, error) {

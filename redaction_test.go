@@ -219,7 +219,7 @@ func attrText(opts []trace.EventOption) string {
 	var sb strings.Builder
 	cfg := trace.NewEventConfig(opts...)
 	for _, a := range cfg.Attributes() {
-		sb.WriteString(" " + string(a.Key) + "=" + a.Value.Emit())
+		sb.WriteString(" " + string(a.Key) + "=" + a.Value.String())
 	}
 	return sb.String()
 }

@@ -149,7 +149,7 @@ func (z customZero) IsZero() bool { return z.V < 0 }
 type everything struct {
 	Name     string      `json:"name"`
 	Skip     string      `json:"-"`
-	Dash     string      `json:"-,"`
+	Dash     string      `json:"-,"` //lint:ignore SA5008 the field named "-" is what is tested
 	Empty    string      `json:",omitempty"`
 	Zero     time.Time   `json:"zero,omitzero"`
 	Custom   customZero  `json:"custom,omitzero"`
@@ -262,7 +262,7 @@ func differentialValues() map[string]any {
 		"numbers": []any{
 			int8(-8), int16(16), int32(-32), int64(math.MinInt64), uint(1), uint8(8), uint16(16), uint32(32),
 			uintptr(9), float32(-1.25), float32(3.4e38), math.MaxFloat64, math.SmallestNonzeroFloat64,
-			1e21, 1e-7, -0.0, 1 << 53, 1<<53 + 1, -(1 << 53) - 1, int64(math.MaxInt64),
+			1e21, 1e-7, math.Copysign(0, -1), 1 << 53, 1<<53 + 1, -(1 << 53) - 1, int64(math.MaxInt64),
 			json.Number("-0"), json.Number("1.0"), json.Number("1E+2"), json.Number("9007199254740993"),
 			json.Number(""),
 		},
