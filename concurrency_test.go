@@ -6,11 +6,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/provider/scripted"
 )
 
 var bodyCount atomic.Int64
@@ -83,4 +85,43 @@ func TestBatchesOfOneThreadDoNotInterleave(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, int64(1), maxActive.Load())
+}
+
+// Executor.Run and Runtime turns share one per-thread lock: a bare batch
+// never interleaves with a running turn of the same thread.
+func TestExecutorRunSerialisedWithRuntimeTurn(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	p := scripted.New(scripted.Calls(scripted.Call("slow", nil)), scripted.Text("done"))
+	reg := mustReg(t,
+		&toolrun.Model{Name: "m", Provider: p},
+		fn("slow", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			close(entered)
+			<-release
+			return toolrun.Text("slow done"), nil
+		}),
+		fn("quick", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("q"), nil
+		}),
+		&toolrun.Prompt{Name: "pp", Model: "m", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("slow")}},
+		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "pp"}, SideB: toolrun.Side{Human: true}},
+	)
+	rt := toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	th, err := rt.NewThread(context.Background(), "a", nil)
+	require.NoError(t, err)
+	go func() { _, _ = rt.Send(context.Background(), th.ID, "hi") }()
+	<-entered
+	done := make(chan struct{})
+	go func() {
+		_, _ = rt.Executor().Run(context.Background(), th.ID, []toolrun.ToolCall{{ID: "x", Name: "quick", Arguments: "{}"}})
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Error("Executor.Run ran on a thread whose runtime turn was still executing a call")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	rt.Wait()
 }

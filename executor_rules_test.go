@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/storetest"
 )
 
 type noArgs = struct{}
@@ -459,4 +460,30 @@ func TestAnnotationsAreReturnedUnchangedAndNeverSent(t *testing.T) {
 	assert.NotContains(t, string(info.Parameters), "agentbuilder")
 	out := run(t, ex, "t1", call("1", "code", `{"description":"d","path":"p"}`))
 	assert.Equal(t, "ran", out[0].Message.Content)
+}
+
+// A crash (here: a failed store write) between the queuing call's stored
+// result and the queued call's must not lose the queued call: a resumed run
+// queues again what the resumed call had queued.
+func TestQueuedCallSurvivesResume(t *testing.T) {
+	mem := toolrun.NewMemoryStore()
+	fs := &storetest.FailingStore{Store: mem, FailAt: 2, Match: func(op string) bool { return op == storetest.OpAppendMessages }}
+	ran := 0
+	reg := mustReg(t,
+		fn("parent", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("queued"), s.QueueTool("child", nil)
+		}),
+		fn("child", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			ran++
+			return toolrun.Text("child ran"), nil
+		}),
+	)
+	calls := []toolrun.ToolCall{{ID: "c1", Name: "parent", Arguments: "{}"}}
+	_, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: fs, CodeRunner: toolrun.NoCodeRunner{}}).Run(context.Background(), "t1", calls)
+	require.Error(t, err) // the queued call's result could not be stored: "crash"
+	out, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: mem, CodeRunner: toolrun.NoCodeRunner{}}).Run(context.Background(), "t1", calls)
+	require.NoError(t, err)
+	assert.True(t, out[0].Resumed)
+	assert.Len(t, out, 2, "the queued call was lost on resume")
+	assert.Equal(t, 2, ran, "child ran once before the crash (result lost) and must run again on resume")
 }

@@ -125,25 +125,6 @@ func (rt *Runtime) initMessage(ctx context.Context, threadID string, cfg *Subpro
 	return m
 }
 
-// attachmentPaths reads one path or an array of paths, keeping only those
-// under /attachments/.
-func attachmentPaths(v any) []string {
-	var in []any
-	switch x := v.(type) {
-	case string:
-		in = []any{x}
-	case []any:
-		in = x
-	}
-	var out []string
-	for _, p := range in {
-		if s, ok := p.(string); ok && strings.HasPrefix(s, "/attachments/") {
-			out = append(out, CleanPath(s))
-		}
-	}
-	return out
-}
-
 // shapeSubprompt builds the caller's result from a sub-prompt run: its
 // model's text (when IncludeTextResponse), then a "Tool Executions:" block
 // of its calls and their results (IncludeToolCalls); a run with failed

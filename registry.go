@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/toolrun/toolrun/internal/schema"
 )
 
 // Names of tools, prompts, agents and models: what model providers accept.
@@ -294,4 +297,126 @@ func (r *Registry) Names() []string {
 	r.mu.RUnlock()
 	sort.Strings(out)
 	return out
+}
+
+// checkVariables refuses a variable without a name or with a type other
+// than text or secret ("" means secret).
+func checkVariables(def string, vs []Variable) error {
+	for i, v := range vs {
+		switch {
+		case strings.TrimSpace(v.Name) == "":
+			return &RegistrationError{Name: def, Reason: fmt.Sprintf("Variables[%d] has no Name", i)}
+		case v.Type != "" && v.Type != VarText && v.Type != VarSecret:
+			return &RegistrationError{Name: def, Reason: fmt.Sprintf("variable %s: Type %q is not %q or %q", v.Name, v.Type, VarText, VarSecret)}
+		}
+	}
+	return nil
+}
+
+// variablesOf returns the variables a definition declares.
+func variablesOf(d Definition) []Variable {
+	switch d := d.(type) {
+	case *RawFunc:
+		return d.Variables
+	case *Prompt:
+		return d.Variables
+	case interface{ declaredVariables() []Variable }:
+		return d.declaredVariables()
+	}
+	return nil
+}
+
+// Model returns the registered model.
+func (r *Registry) Model(name string) (*Model, bool) {
+	e := r.lookup(name, "")
+	if e == nil {
+		return nil, false
+	}
+	m, ok := e.def.(*Model)
+	return m, ok
+}
+
+// Agent returns the registered agent.
+func (r *Registry) Agent(name string) (*Agent, bool) {
+	e := r.lookup(name, "")
+	if e == nil {
+		return nil, false
+	}
+	a, ok := e.def.(*Agent)
+	return a, ok
+}
+
+// Prompt returns the registered prompt.
+func (r *Registry) Prompt(name string) (*Prompt, bool) {
+	e := r.lookup(name, "")
+	if e == nil {
+		return nil, false
+	}
+	p, ok := e.def.(*Prompt)
+	return p, ok
+}
+
+// prepare checks and compiles a non-tool definition before registration.
+func (r *Registry) prepare(e *entry) error {
+	switch d := e.def.(type) {
+	case *Prompt:
+		for i, t := range d.Tools {
+			if t == nil || t.promptToolName() == "" {
+				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("tools entry %d has no name", i)}
+			}
+			if _, flags := unwrapEntry(t); slices.Contains(flags, "") {
+				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("tools entry %d (%s): Optional needs an env flag name", i, t.promptToolName())}
+			}
+		}
+		s, err := compileRequiredSchema(e.name, d.RequiredSchema)
+		if err != nil {
+			return &RegistrationError{Name: e.name, Reason: "RequiredSchema: " + err.Error()}
+		}
+		d.compiled = s
+		d.args = schema.NewArgs(s, nil)
+		return nil
+	case *Agent:
+		for _, side := range []struct {
+			name string
+			s    *Side
+		}{{"SideA", &d.SideA}, {"SideB", &d.SideB}} {
+			if side.s.Human == (side.s.Prompt != "") {
+				return &RegistrationError{Name: e.name, Reason: side.name + " must be either Human or backed by a Prompt"}
+			}
+			seen := map[string]bool{}
+			for _, rel := range side.s.Subagents {
+				n := rel.name()
+				if n == "" {
+					return &RegistrationError{Name: e.name, Reason: side.name + ": a subagent relationship has no Agent"}
+				}
+				if isReserved(n) || strings.HasPrefix(n, ProviderPrefix) {
+					return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("%s: relationship name %q is reserved", side.name, n)}
+				}
+				if seen[n] {
+					return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("%s: relationship %q declared twice", side.name, n)}
+				}
+				seen[n] = true
+			}
+		}
+		return nil
+	case *Model:
+		if d.Provider == nil {
+			return &RegistrationError{Name: e.name, Reason: "Provider is nil"}
+		}
+		return nil
+	}
+	return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("unsupported definition type %T", e.def)}
+}
+
+// definitionKind names the kind of a non-tool definition.
+func definitionKind(d Definition) string {
+	switch d.(type) {
+	case *Prompt:
+		return "prompt"
+	case *Agent:
+		return "agent"
+	case *Model:
+		return "model"
+	}
+	return "definition"
 }

@@ -2,10 +2,8 @@ package toolrun
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/toolrun/toolrun/internal/jsonvalue"
 )
@@ -166,49 +164,6 @@ func resultOf(m *Message) Result {
 		r.Result = m.Content
 	}
 	return r
-}
-
-// attachmentExt picks a file extension from the MIME type, else the name.
-func attachmentExt(a Attachment) string {
-	switch strings.ToLower(a.MimeType) {
-	case "image/png":
-		return "png"
-	case "image/jpeg", "image/jpg":
-		return "jpg"
-	case "image/gif":
-		return "gif"
-	case "image/webp":
-		return "webp"
-	}
-	if i := strings.LastIndexByte(a.Name, '.'); i >= 0 && i < len(a.Name)-1 {
-		ext := strings.ToLower(a.Name[i+1:])
-		ok := len(ext) <= 16
-		for _, r := range ext {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-				ok = false
-			}
-		}
-		if ok {
-			return ext
-		}
-	}
-	return "bin"
-}
-
-func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attachment) (AttachmentRef, error) {
-	if a.Name == "" {
-		return AttachmentRef{}, errors.New("attachment has no name")
-	}
-	mt := a.MimeType
-	if mt == "" {
-		mt = "application/octet-stream"
-	}
-	p := fmt.Sprintf("/attachments/%d-%s.%s", time.Now().UnixMilli(), randomHex(4), attachmentExt(a))
-	info, err := e.store.writeFile(context.WithoutCancel(ctx), threadID, p, a.Data, mt)
-	if err != nil {
-		return AttachmentRef{}, err
-	}
-	return AttachmentRef{ID: newID("att"), Type: "file", Path: p, Name: a.Name, MimeType: mt, Size: info.Size, Width: a.Width, Height: a.Height}, nil
 }
 
 func toAnySlice(s []string) []any {

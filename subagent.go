@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path"
 	"regexp"
 	"sort"
 	"strings"
@@ -375,8 +374,6 @@ func tagName(s string) string {
 	return s
 }
 
-func pathsOf(v []any) []string { return attachmentPaths(any(v)) }
-
 // scopedVars are the scoped variables of an agent: those its side
 // prompts and the function tools they list declare with Scoped (one level
 // of tools; the tools' own uses are not followed).
@@ -454,116 +451,6 @@ func (rt *Runtime) childEnv(ctx context.Context, ts *turnState, b *batch, rel *S
 	sort.Strings(missing)
 	return env, missing, nil
 }
-
-// copyAttachments copies thread files into another thread under
-// receiver-local paths and returns the new refs: each keeps
-// its ref's name, MIME type and dimensions, and gets the receiver's path
-// and a new id. Files that do not exist are skipped.
-func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, refs []AttachmentRef) []AttachmentRef {
-	var out []AttachmentRef
-	for _, r := range refs {
-		src := CleanPath(r.Path)
-		data, info, err := rt.store.ReadFile(ctx, from, src)
-		if err != nil {
-			continue
-		}
-		name := r.Name
-		if name == "" {
-			name = path.Base(src)
-		}
-		ext := path.Ext(name)
-		stem := strings.Trim(unsafeRE.ReplaceAllString(strings.TrimSuffix(name, ext), "-"), "-")
-		if stem == "" {
-			stem = "asset"
-		}
-		if len(stem) > 64 {
-			stem = stem[:64]
-		}
-		if ext == "" || len(ext) > 17 || unsafeRE.MatchString(ext) {
-			ext = "." + attachmentExt(Attachment{Name: src, MimeType: info.MimeType})
-		}
-		mime := info.MimeType
-		if mime == "" || mime == "application/octet-stream" && r.MimeType != "" {
-			mime = r.MimeType
-		}
-		dst := "/attachments/" + stem + "-" + randomHex(4) + ext
-		ni, err := rt.store.writeFile(ctx, to, dst, data, mime)
-		if err != nil {
-			rt.log.WarnContext(ctx, "toolrun: copying an attachment", "from", from, "to", to, "path", src, "error", err)
-			continue
-		}
-		out = append(out, AttachmentRef{ID: newID("att"), Type: "file", Path: dst, Name: name, MimeType: mime, Size: ni.Size,
-			Width: r.Width, Height: r.Height, Description: r.Description})
-	}
-	return out
-}
-
-// refsForPaths turns attachment paths given as tool arguments into refs:
-// the ref a message of the thread carries for that path (its original name,
-// MIME type and dimensions), else one made from the path. Only the newest
-// refScanLimit messages are searched.
-func (rt *Runtime) refsForPaths(ctx context.Context, threadID string, paths []string) []AttachmentRef {
-	if len(paths) == 0 {
-		return nil
-	}
-	known := map[string]AttachmentRef{}
-	if p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: refScanLimit, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1}); err == nil {
-		for _, m := range p.Messages {
-			for _, a := range m.Attachments {
-				if _, ok := known[a.Path]; !ok {
-					known[a.Path] = a
-				}
-			}
-		}
-	}
-	out := make([]AttachmentRef, 0, len(paths))
-	for _, p := range paths {
-		r, ok := known[p]
-		if !ok {
-			r = AttachmentRef{Type: "file", Path: p, Name: path.Base(p)}
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-// refScanLimit bounds the messages refsForPaths reads.
-const refScanLimit = 500
-
-// localizeText rewrites a child's text for its parent: the child's own
-// "Attachment path for …" lines of copied files go (the parent's result
-// gets lines with its own paths), and any other mention of a copied file's
-// child path becomes the parent's path.
-func localizeText(text string, from, to []AttachmentRef) string {
-	if len(from) == 0 {
-		return text
-	}
-	byPath := map[string]string{}
-	for i := range from {
-		if i < len(to) {
-			byPath[from[i].Path] = to[i].Path
-		}
-	}
-	lines := strings.Split(text, "\n")
-	kept := lines[:0]
-	for _, l := range lines {
-		if strings.HasPrefix(l, "Attachment path for ") {
-			if i := strings.LastIndex(l, ": "); i >= 0 {
-				if _, ok := byPath[l[i+2:]]; ok {
-					continue
-				}
-			}
-		}
-		kept = append(kept, l)
-	}
-	text = strings.TrimRight(strings.Join(kept, "\n"), "\n")
-	for old, nu := range byPath {
-		text = strings.ReplaceAll(text, old, nu)
-	}
-	return text
-}
-
-var unsafeRE = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
 // childOutcome runs a child's session and summarises it for the parent.
 func (rt *Runtime) childOutcome(ctx context.Context, entry ChildEntry) (text string, failed bool, refs []AttachmentRef, status string) {

@@ -439,3 +439,27 @@ func TestCallingARelationshipByNameSaysHowToReachIt(t *testing.T) {
 }
 
 func fileTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// A turn's bookkeeping (turn counter, handoff) must not write back the
+// thread record loaded when Send started, which would wipe a Terminate that
+// happened during the turn.
+func TestTerminateDuringTurnIsNotUndone(t *testing.T) {
+	p := scripted.New(scripted.Calls(scripted.Call("close_me", nil)), scripted.Text("bye"))
+	var rt *toolrun.Runtime
+	reg := mustReg(t,
+		&toolrun.Model{Name: "m", Provider: p},
+		fn("close_me", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("closed"), rt.Terminate(ctx, s.ThreadID())
+		}),
+		&toolrun.Prompt{Name: "pp", Model: "m", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("close_me")}},
+		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "pp"}, SideB: toolrun.Side{Human: true}},
+	)
+	rt = toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	th, err := rt.NewThread(context.Background(), "a", nil)
+	require.NoError(t, err)
+	_, err = rt.Send(context.Background(), th.ID, "hi")
+	require.NoError(t, err)
+	got, err := rt.Store().GetThread(context.Background(), th.ID)
+	require.NoError(t, err)
+	assert.False(t, got.TerminatedAt.IsZero(), "Terminate was overwritten by the turn counter's UpdateThread")
+}
