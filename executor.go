@@ -119,10 +119,9 @@ type Outcome struct {
 	Call ToolCall
 	// Result is the tool's result with secrets redacted.
 	Result Result
-	// Message is the stored tool-result message.
+	// Message is the stored tool-result message; its Queued field reports
+	// a call a tool queued with QueueTool.
 	Message *Message
-	// Queued reports that a tool queued the call with QueueTool.
-	Queued bool
 	// Resumed reports that the call's result was already stored, so the
 	// call was not executed again (a batch resumed after a crash).
 	Resumed bool
@@ -297,7 +296,7 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		// hold is replaced.
 		c.ID = newID("call")
 	}
-	out := Outcome{Call: c, Queued: p.queued}
+	out := Outcome{Call: c}
 	red := e.redactor(b)
 	digest := ""
 	if !p.fresh {

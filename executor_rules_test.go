@@ -55,7 +55,7 @@ func TestCallsRunInOrderAndQueuedCallsGoToTheTail(t *testing.T) {
 	out := run(t, ex, "t1", call("a", "first", ""), call("b", "second", ""))
 	assert.Equal(t, []string{"first", "second", "q1", "q2", "q3"}, order)
 	require.Len(t, out, 5)
-	assert.True(t, out[2].Queued)
+	assert.True(t, out[2].Message.Queued)
 	assert.Equal(t, true, out[2].Message.Queued)
 	assert.Equal(t, "{}", out[2].Message.Arguments, "nil args are queued as {}")
 	page, err := ex.Store().ListMessages(context.Background(), "t1", toolrun.MessageQuery{})
