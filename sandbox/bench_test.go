@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"io"
+	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -108,6 +111,83 @@ func BenchmarkBridgedCallWorker(b *testing.B) { benchBridge(b, ModeWorker) }
 
 // BenchmarkBridgedCallInProcess is the same without a process boundary.
 func BenchmarkBridgedCallInProcess(b *testing.B) { benchBridge(b, ModeInProcess) }
+
+func benchParallelBridge(b *testing.B, mode Mode) {
+	r := New(&RunnerOptions{Mode: mode, PoolSize: 1})
+	defer r.Close()
+	echo := HostFunc(func(ctx context.Context, args []any) (any, error) { return args[0], nil })
+	src := `import {echo} from 'h';
+export default async (n: number) => {
+  let s = 0;
+  for (let i = 0; i < n; i++) {
+    const ps = [];
+    for (let j = 0; j < 100; j++) ps.push(echo(j));
+    for (const v of await Promise.all(ps)) s += v as number;
+  }
+  return s;
+}`
+	opts := func(n int) *Options {
+		return &Options{Execute: &Execute{Args: []any{n}}, Imports: map[string]map[string]any{"h": {"echo": echo}}}
+	}
+	benchRun(b, r, src, opts(2))
+	b.ResetTimer()
+	benchRun(b, r, src, opts(b.N))
+}
+
+// BenchmarkParallelBridgedCallsWorker measures 100 bridged calls made at
+// once and awaited with Promise.all, per op, from a worker.
+func BenchmarkParallelBridgedCallsWorker(b *testing.B) { benchParallelBridge(b, ModeWorker) }
+
+// BenchmarkParallelBridgedCallsInProcess is the same in-process.
+func BenchmarkParallelBridgedCallsInProcess(b *testing.B) { benchParallelBridge(b, ModeInProcess) }
+
+// pingPongEnv makes the test binary an echo process for
+// BenchmarkPipePingPong.
+const pingPongEnv = "TOOLRUN_SANDBOX_BENCH_ECHO"
+
+func init() {
+	if os.Getenv(pingPongEnv) == "1" {
+		var b [8]byte
+		for {
+			if _, err := io.ReadFull(os.Stdin, b[:]); err != nil {
+				os.Exit(0)
+			}
+			if _, err := os.Stdout.Write(b[:]); err != nil {
+				os.Exit(0)
+			}
+		}
+	}
+}
+
+// BenchmarkPipePingPong is the floor under a bridged call: 8 bytes to a
+// child process and back over the same kind of pipes, the reply read by
+// the goroutine that wrote (no protocol, no goroutine hand-off).
+func BenchmarkPipePingPong(b *testing.B) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), pingPongEnv+"=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = in.Close(); _ = cmd.Wait() }()
+	var buf [8]byte
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := in.Write(buf[:]); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(out, buf[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
 
 // benchTerminate measures the time from Terminate to a settled run while
 // the code is stuck in src (after it has reported once).

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -117,9 +116,9 @@ type workerProc struct {
 	pool  *workerPool
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	ctrl  *os.File   // control pipe (fd 3 in the worker); nil on Windows
-	wmu   sync.Mutex // serialises writes to stdin
-	cmu   sync.Mutex // serialises writes to ctrl
+	out   *frameWriter // frames to stdin
+	ctrl  *os.File     // control pipe (fd 3 in the worker); nil on Windows
+	cmu   sync.Mutex   // serialises writes to ctrl
 	tail  tailBuffer
 	dead  atomic.Bool
 	runs  int // guarded by being owned by one run at a time
@@ -206,19 +205,16 @@ func (p *workerPool) spawn() (*workerProc, error) {
 		return nil, fmt.Errorf("sandbox: starting worker %q: %w", argv[0], err)
 	}
 	w.stdin = stdin
+	w.out = &frameWriter{w: stdin}
 	p.mu.Lock()
 	p.live[w] = struct{}{}
 	p.mu.Unlock()
 	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
-	go w.readLoop(bufio.NewReaderSize(stdout, 64<<10))
+	go w.readLoop(newFrameReader(stdout, p.maxFrame, maxTransferBytes))
 	return w, nil
 }
 
-func (w *workerProc) send(f *frame) error {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	return writeFrame(w.stdin, f)
-}
+func (w *workerProc) send(f *frame) error { return w.out.send(f) }
 
 // sendCtrl writes a frame to the control pipe (falling back to stdin).
 func (w *workerProc) sendCtrl(f *frame) error {
@@ -287,14 +283,24 @@ func (w *workerProc) violation(msg string) {
 	w.kill()
 }
 
-// readLoop reads the worker's frames. One goroutine reads at a time: on a
-// bridged call the reader hands the reading role to a new goroutine and
-// serves the call itself, so the result goes back without waiting for
-// another goroutine to be scheduled, and calls still run concurrently.
-// A frame over its limit or malformed ends the worker.
-func (w *workerProc) readLoop(r *bufio.Reader) {
+// handoffDelay is how long a bridged call may run on the goroutine reading
+// the worker's frames before another goroutine takes over the reading.
+const handoffDelay = 200 * time.Microsecond
+
+// readLoop reads the worker's frames. One goroutine reads at a time. A
+// bridged call that arrives alone is served by the reader itself, so its
+// result goes back without a goroutine hand-off; if it runs longer than
+// handoffDelay, a new goroutine takes over reading, so calls still run
+// concurrently (a call waiting for another call is served). Calls that
+// arrive together (a batch the code made in one turn) each get a
+// goroutine. Results are queued and written together before the reader
+// waits for more. A frame over its limit or malformed ends the worker.
+func (w *workerProc) readLoop(fr *frameReader) {
 	for {
-		f, err := readFrame(r, w.pool.maxFrame, maxTransferBytes)
+		if !fr.buffered() {
+			_ = w.out.flush() // results queued while serving, before waiting
+		}
+		f, err := fr.next()
 		if err != nil {
 			if errors.Is(err, errFrameTooLarge) || errors.Is(err, errFrameBudget) || errors.Is(err, errBadFrame) {
 				w.violation(err.Error())
@@ -310,9 +316,14 @@ func (w *workerProc) readLoop(r *bufio.Reader) {
 				w.violation(msg)
 				break
 			}
-			go w.readLoop(r)
-			w.serveCall(wr, f)
-			return
+			if fr.buffered() {
+				go w.serveCall(wr, f, false)
+				continue
+			}
+			if !w.serveInline(fr, wr, f) {
+				return
+			}
+			continue
 		}
 		if msg := w.dispatch(wr, f); msg != "" {
 			w.violation(msg)
@@ -339,8 +350,28 @@ func (wr *workerRun) admitCall(f *frame) string {
 	return ""
 }
 
-// serveCall runs a bridged host function and sends its result.
-func (w *workerProc) serveCall(wr *workerRun, f *frame) {
+// serveInline serves a call on the reading goroutine; when the call runs
+// longer than handoffDelay another goroutine takes over reading. It
+// reports whether this goroutine still holds the reading role.
+func (w *workerProc) serveInline(fr *frameReader, wr *workerRun, f *frame) bool {
+	var handed atomic.Bool
+	t := time.AfterFunc(handoffDelay, func() {
+		if handed.CompareAndSwap(false, true) {
+			go w.readLoop(fr)
+		}
+	})
+	w.serveCall(wr, f, true)
+	t.Stop()
+	if handed.CompareAndSwap(false, true) {
+		return true
+	}
+	_ = w.out.flush()
+	return false
+}
+
+// serveCall runs a bridged host function and sends its result (only
+// queues it when queueOnly: the reader flushes).
+func (w *workerProc) serveCall(wr *workerRun, f *frame, queueOnly bool) {
 	var fn HostFunc
 	if f.Fn >= 0 && f.Fn < len(wr.funcs) {
 		fn = wr.funcs[f.Fn].fn
@@ -351,8 +382,14 @@ func (w *workerProc) serveCall(wr *workerRun, f *frame) {
 		wr.pendingCalls--
 		wr.pendingBytes -= cost
 		wr.mu.Unlock()
-		if w.current(wr.id) != nil {
-			_ = w.send(&frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v})
+		if w.current(wr.id) == nil {
+			return
+		}
+		ret := &frame{T: frRet, ID: wr.id, C: f.C, Err: herr, V: v}
+		if queueOnly {
+			w.out.queue(ret)
+		} else {
+			_ = w.send(ret)
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"sync"
 	"time"
 )
 
@@ -526,8 +527,12 @@ func (d *decoder) bundle() *bundleSpec {
 	return b
 }
 
-func encodeFrame(f *frame) []byte {
-	e := &encoder{b: make([]byte, 4, 64)}
+func encodeFrame(f *frame) []byte { return appendFrame(make([]byte, 0, 64), f) }
+
+// appendFrame appends f, with its length prefix, to dst.
+func appendFrame(dst []byte, f *frame) []byte {
+	start := len(dst)
+	e := &encoder{b: append(dst, 0, 0, 0, 0)}
 	e.byte(f.T)
 	e.uvarint(f.ID)
 	switch f.T {
@@ -597,7 +602,7 @@ func encodeFrame(f *frame) []byte {
 			e.value(f.V)
 		}
 	}
-	binary.BigEndian.PutUint32(e.b, uint32(len(e.b)-4))
+	binary.BigEndian.PutUint32(e.b[start:], uint32(len(e.b)-start-4))
 	return e.b
 }
 
@@ -692,20 +697,132 @@ func writeFrame(w io.Writer, f *frame) error {
 	return err
 }
 
-// readFrame reads one frame of at most max bytes, refusing a longer one
-// before allocating it, and decodes it with a value budget of budget.
-func readFrame(r *bufio.Reader, max int, budget int64) (*frame, error) {
+// frameWriter writes frames to a pipe, joining frames queued by several
+// goroutines into one write: queue adds a frame, flush writes what is
+// queued. While one goroutine writes, others only queue (their frames go
+// out with the next write of that goroutine), so concurrent results of
+// bridged calls, or the calls of one turn of the code, cost one system
+// call. It is safe for concurrent use.
+type frameWriter struct {
+	w io.Writer
+
+	mu       sync.Mutex
+	buf      []byte // queued frames
+	spare    []byte // the buffer of the last write, for reuse
+	flushing bool
+	err      error // the first write error; later writes are not tried
+	queuedAt time.Time
+}
+
+// keepWriteBuffer is the largest buffer a frameWriter reuses.
+const keepWriteBuffer = 256 << 10
+
+// queue adds f to the frames to write; it reports how long the oldest
+// queued frame has been waiting and how many bytes are queued.
+func (fw *frameWriter) queue(f *frame) (age time.Duration, queued int) {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if len(fw.buf) == 0 {
+		fw.queuedAt = time.Now()
+	} else {
+		age = time.Since(fw.queuedAt)
+	}
+	fw.buf = appendFrame(fw.buf, f)
+	return age, len(fw.buf)
+}
+
+// flush writes the queued frames, unless another goroutine is writing
+// (it writes them). It returns the first write error of the writer.
+func (fw *frameWriter) flush() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.flushing {
+		return fw.err
+	}
+	for len(fw.buf) > 0 && fw.err == nil {
+		b := fw.buf
+		fw.buf, fw.spare = fw.spare[:0], nil
+		fw.flushing = true
+		fw.mu.Unlock()
+		_, err := fw.w.Write(b)
+		fw.mu.Lock()
+		fw.flushing = false
+		if err != nil {
+			fw.err = err
+		}
+		if cap(b) <= keepWriteBuffer {
+			fw.spare = b[:0]
+		}
+	}
+	return fw.err
+}
+
+// flushIfOlder flushes when the oldest queued frame has waited longer
+// than d.
+func (fw *frameWriter) flushIfOlder(d time.Duration) {
+	fw.mu.Lock()
+	old := len(fw.buf) > 0 && time.Since(fw.queuedAt) > d
+	fw.mu.Unlock()
+	if old {
+		_ = fw.flush()
+	}
+}
+
+// send queues f and flushes.
+func (fw *frameWriter) send(f *frame) error {
+	fw.queue(f)
+	return fw.flush()
+}
+
+// frameReader reads frames from a pipe, one goroutine at a time, reusing
+// one buffer for frames up to keepReadBuffer bytes (decoded values never
+// point into it).
+type frameReader struct {
+	r      *bufio.Reader
+	max    int   // longest frame accepted
+	budget int64 // value budget per frame
+	reuse  bool  // keep a buffer for small frames
+	buf    []byte
+}
+
+const keepReadBuffer = 64 << 10
+
+func newFrameReader(r io.Reader, max int, budget int64) *frameReader {
+	return &frameReader{r: bufio.NewReaderSize(r, 64<<10), max: max, budget: budget, reuse: true}
+}
+
+// buffered reports whether more bytes are already read from the pipe.
+func (fr *frameReader) buffered() bool { return fr.r.Buffered() > 0 }
+
+// next reads one frame, refusing one longer than fr.max before allocating
+// it.
+func (fr *frameReader) next() (*frame, error) {
 	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	if _, err := io.ReadFull(fr.r, hdr[:]); err != nil {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if uint64(n) > uint64(max) {
-		return nil, fmt.Errorf("%w (%d bytes, limit %d)", errFrameTooLarge, n, max)
+	if uint64(n) > uint64(fr.max) {
+		return nil, fmt.Errorf("%w (%d bytes, limit %d)", errFrameTooLarge, n, fr.max)
 	}
-	data := make([]byte, n)
-	if _, err := io.ReadFull(r, data); err != nil {
+	var data []byte
+	if n <= keepReadBuffer && fr.reuse {
+		if fr.buf == nil {
+			fr.buf = make([]byte, keepReadBuffer)
+		}
+		data = fr.buf[:n]
+	} else {
+		data = make([]byte, n)
+	}
+	if _, err := io.ReadFull(fr.r, data); err != nil {
 		return nil, err
 	}
-	return decodeFrame(data, budget)
+	return decodeFrame(data, fr.budget)
+}
+
+// readFrame reads one frame of at most max bytes, refusing a longer one
+// before allocating it, and decodes it with a value budget of budget.
+func readFrame(r *bufio.Reader, max int, budget int64) (*frame, error) {
+	fr := &frameReader{r: r, max: max, budget: budget}
+	return fr.next()
 }

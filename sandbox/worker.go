@@ -29,9 +29,8 @@ func init() {
 }
 
 type workerServer struct {
-	out io.Writer
-	wmu sync.Mutex
-	in  *bufio.Reader // read only by the goroutine running serveWorker
+	out *frameWriter
+	in  *frameReader // read only by the goroutine running serveWorker
 
 	mu    sync.Mutex
 	id    uint64
@@ -42,10 +41,21 @@ type workerServer struct {
 	cache *compileCache // bundles with their goja programs
 }
 
-func (s *workerServer) send(f *frame) {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_ = writeFrame(s.out, f)
+func (s *workerServer) send(f *frame) { _ = s.out.send(f) }
+
+// Frames a run sends to the host while it runs (calls, reports, logs) are
+// queued and written together: when the engine has nothing to do and
+// waits, when maxQueued bytes are queued, and by the memory watchdog when
+// the oldest has waited maxQueueAge (code that computes without pause).
+const (
+	maxQueued   = 64 << 10
+	maxQueueAge = time.Millisecond
+)
+
+func (s *workerServer) queue(f *frame) {
+	if _, n := s.out.queue(f); n >= maxQueued {
+		_ = s.out.flush()
+	}
 }
 
 // ctrlEnv names the environment variable telling a worker that file
@@ -57,6 +67,10 @@ const ctrlEnv = "TOOLRUN_SANDBOX_CTRL_FD"
 // only catch corruption.
 func readHostFrame(r *bufio.Reader) (*frame, error) {
 	return readFrame(r, maxFrameToWorker, math.MaxInt64)
+}
+
+func newHostFrameReader(r io.Reader) *frameReader {
+	return newFrameReader(r, maxFrameToWorker, math.MaxInt64)
 }
 
 // serveWorker serves the worker protocol until in is closed; it returns the
@@ -71,12 +85,12 @@ func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	s := &workerServer{out: out, cache: newCompileCache(256, DefaultCacheBytes, true), in: bufio.NewReaderSize(in, 64<<10)}
+	s := &workerServer{out: &frameWriter{w: out}, cache: newCompileCache(256, DefaultCacheBytes, true), in: newHostFrameReader(in)}
 	if ctrl != nil {
 		go s.serveCtrl(bufio.NewReader(ctrl))
 	}
 	for {
-		f, err := readHostFrame(s.in)
+		f, err := s.in.next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return 0
@@ -127,7 +141,10 @@ var errProtocol = errors.New("sandbox worker: protocol error")
 // pump reads and handles one frame for the running run; the engine calls
 // it when it has nothing to do.
 func (s *workerServer) pump(id uint64) error {
-	f, err := readHostFrame(s.in)
+	if err := s.out.flush(); err != nil {
+		return err
+	}
+	f, err := s.in.next()
 	if err != nil {
 		return err
 	}
@@ -161,13 +178,13 @@ func (h *workerHost) call(fn int, args []any, done func(any, *Error)) {
 	c := s.next
 	s.calls[c] = done
 	s.mu.Unlock()
-	s.send(&frame{T: frCall, ID: h.id, C: c, Fn: fn, Args: args})
+	s.queue(&frame{T: frCall, ID: h.id, C: c, Fn: fn, Args: args})
 }
 
-func (h *workerHost) report(v any) { h.s.send(&frame{T: frReport, ID: h.id, V: v}) }
+func (h *workerHost) report(v any) { h.s.queue(&frame{T: frReport, ID: h.id, V: v}) }
 
 func (h *workerHost) log(e LogEntry) {
-	h.s.send(&frame{T: frLog, ID: h.id, Lvl: e.Level, Args: e.Args, TS: e.Timestamp.UnixNano()})
+	h.s.queue(&frame{T: frLog, ID: h.id, Lvl: e.Level, Args: e.Args, TS: e.Timestamp.UnixNano()})
 }
 
 // compile compiles a source under the run's memory limit and a small stack
@@ -185,7 +202,7 @@ func (s *workerServer) compile(f *frame) {
 		// reports the run as out of memory and starts a fresh worker.
 		fmt.Fprintln(os.Stderr, "sandbox worker: out of memory while compiling")
 		os.Exit(4)
-	})
+	}, nil)
 	prev := debug.SetMaxStack(compileMaxStack)
 	c, lerr := compile(requestFromSpec(spec))
 	if lerr == nil {
@@ -248,7 +265,7 @@ func (s *workerServer) run(f *frame) error {
 			s.send(&frame{T: frDone, ID: f.ID, St: o.status, Err: o.err})
 			os.Exit(4)
 		}
-	})
+	}, func() { s.out.flushIfOlder(maxQueueAge) })
 	o := eng.run()
 	stop()
 	s.mu.Lock()
@@ -281,7 +298,7 @@ func heapObjects() int64 {
 // memory limit, an RLIMIT_DATA backstop (on Linux) and a watchdog that
 // calls exceeded once when the live heap passes the limit, with a channel
 // closed once the returned func, which lifts the limits, is called.
-func applyLimits(limit int64, exceeded func(lifted <-chan struct{})) (stop func()) {
+func applyLimits(limit int64, exceeded func(lifted <-chan struct{}), tick func()) (stop func()) {
 	if limit <= 0 {
 		limit = 256 << 20
 	}
@@ -304,6 +321,9 @@ func applyLimits(limit int64, exceeded func(lifted <-chan struct{})) (stop func(
 			case <-quit:
 				return
 			case <-t.C:
+				if tick != nil {
+					tick()
+				}
 				if heapObjects()-base <= limit {
 					continue
 				}
