@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"path"
 	"slices"
 	"sort"
@@ -13,24 +14,97 @@ import (
 
 // MemoryStore is the in-memory Store: the default when no store is
 // configured, and a good fit for tests. Everything is lost when the process
-// ends. It is safe for concurrent use; every value handed in or out is copied.
+// ends. It is safe for concurrent use; every value handed in or out is
+// copied. Its zero value is an empty store, ready to use.
+//
+// Each thread has its own lock: work on different threads never waits on
+// one lock (the store-wide map from thread ids to threads is read without
+// locking once a thread exists). Reading messages costs the rows returned,
+// plus the rows skipped over for a filter other than the top level or every
+// depth: Total is kept by counters, and a page of the newest (or oldest)
+// rows is found without walking the thread.
 type MemoryStore struct {
-	mu       sync.RWMutex
-	threads  map[string]*memThread
-	userEnv  map[string]map[string]EnvValue
-	children map[string][]ChildEntry // by parent, in creation order
+	threads sync.Map // thread id → *memThread
+	users   sync.Map // user id → *memUser (user-scope env)
 }
 
+// memThread is everything kept under one thread id. Its fields are guarded
+// by mu. A record exists for data kept by thread id (values, env, files,
+// children) even when no thread was created; exists tells them apart.
 type memThread struct {
-	t        Thread
-	exists   bool // CreateThread stored t (not only data kept by thread id)
-	msgs     []*Message
-	results  map[string]int // tool-call id → index in msgs
-	nextSeq  int64
+	mu      sync.RWMutex
+	exists  bool   // CreateThread stored t
+	t       Thread // immutable once stored: writes replace it with a copy
+	rows    memRows
+	results map[string]int // tool-call id → index in rows
+	nextSeq int64
+
 	values   map[string]json.RawMessage
 	env      map[string]EnvValue
-	files    map[string]*memFile
-	hasFiles bool
+	files    map[string]*memFile // immutable once stored
+	children []ChildEntry        // entries whose parent is this thread, in creation order; immutable once stored
+}
+
+// memRow is one stored message and the counts of rows up to and including
+// it that match the common filters: at the top level, not silent, and both.
+// A row is never changed once stored, so readers may copy it after
+// releasing the thread's lock.
+type memRow struct {
+	m                        Message
+	top, visible, topVisible uint32
+}
+
+// memRows holds a thread's rows by value in chunks that never move: chunk k
+// holds 1<<k rows up to chunks of maxChunk rows, then chunks of maxChunk.
+// An append allocates only when it starts a chunk, never copies earlier
+// rows, and a thread of a few messages holds a small chunk. A copy of a
+// memRows (taken under the thread's lock) stays valid for its first n rows
+// while appends go on: they only write rows and chunk headers after it.
+type memRows struct {
+	chunks [][]memRow
+	n      int
+}
+
+const (
+	maxChunk = 4096
+	// doubled is the number of rows in the chunks that double in size:
+	// 1 + 2 + 4 + … + maxChunk.
+	doubled = 2*maxChunk - 1
+)
+
+// chunkOf returns the chunk of row i and its index within it.
+func chunkOf(i int) (k, off int) {
+	if i < doubled {
+		k = bits.Len(uint(i+1)) - 1
+		return k, i - (1<<k - 1)
+	}
+	j := i - doubled
+	return bits.Len(maxChunk) + j/maxChunk, j % maxChunk
+}
+
+// at returns row i (i < r.n).
+func (r *memRows) at(i int) *memRow {
+	k, off := chunkOf(i)
+	return &r.chunks[k][off]
+}
+
+// push returns the next row's place, adding a chunk when the last is full.
+func (r *memRows) push() *memRow {
+	k, off := chunkOf(r.n)
+	if k == len(r.chunks) {
+		size := maxChunk
+		if r.n < doubled {
+			size = 1 << k
+		}
+		r.chunks = append(r.chunks, make([]memRow, size))
+	}
+	r.n++
+	return &r.chunks[k][off]
+}
+
+type memUser struct {
+	mu  sync.RWMutex
+	env map[string]EnvValue
 }
 
 type memFile struct {
@@ -39,28 +113,35 @@ type memFile struct {
 }
 
 // NewMemoryStore returns an empty in-memory store.
-func NewMemoryStore() *MemoryStore {
-	return &MemoryStore{
-		threads:  map[string]*memThread{},
-		userEnv:  map[string]map[string]EnvValue{},
-		children: map[string][]ChildEntry{},
-	}
-}
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
 
 var _ Store = (*MemoryStore)(nil)
 
-// thread returns the record of id, creating a bare one for data kept by
-// thread id (values, env, files) when create is set. Callers hold mu.
+// thread returns the record of id, creating a bare one (for data kept by
+// thread id, and for CreateThread) when create is set; otherwise nil when
+// there is none. Once a record exists, finding it takes no lock.
 func (s *MemoryStore) thread(id string, create bool) *memThread {
-	t := s.threads[id]
-	if t == nil && create {
-		t = &memThread{t: Thread{ID: id}}
-		s.threads[id] = t
+	if t, ok := s.threads.Load(id); ok {
+		return t.(*memThread)
 	}
-	return t
+	if !create {
+		return nil
+	}
+	t, _ := s.threads.LoadOrStore(id, &memThread{})
+	return t.(*memThread)
 }
 
-func (t *memThread) created() bool { return t.exists }
+// user returns the user-scope env record of id, created when create is set.
+func (s *MemoryStore) user(id string, create bool) *memUser {
+	if u, ok := s.users.Load(id); ok {
+		return u.(*memUser)
+	}
+	if !create {
+		return nil
+	}
+	u, _ := s.users.LoadOrStore(id, &memUser{})
+	return u.(*memUser)
+}
 
 // CreateThread implements ThreadStore.
 func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
@@ -70,14 +151,14 @@ func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
 	if th.ID == "" {
 		return fmt.Errorf("toolrun: create thread: the thread has no ID")
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c := copyThread(th)
 	t := s.thread(th.ID, true)
-	if t.created() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exists {
 		return ErrThreadExists
 	}
-	t.t = copyThread(th)
-	t.exists = true
+	t.t, t.exists = c, true
 	return nil
 }
 
@@ -86,13 +167,17 @@ func (s *MemoryStore) GetThread(ctx context.Context, id string) (*Thread, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.threads[id]
-	if t == nil || !t.created() {
+	t := s.thread(id, false)
+	if t == nil {
 		return nil, ErrNotFound
 	}
-	c := copyThread(&t.t)
+	t.mu.RLock()
+	th, ok := t.t, t.exists
+	t.mu.RUnlock()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	c := copyThread(&th)
 	return &c, nil
 }
 
@@ -101,15 +186,18 @@ func (s *MemoryStore) UpdateThread(ctx context.Context, th *Thread) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.threads[th.ID]
-	if t == nil || !t.created() {
+	t := s.thread(th.ID, false)
+	if t == nil {
 		return ErrNotFound
 	}
-	created := t.t.CreatedAt
-	t.t = copyThread(th)
-	t.t.CreatedAt = created
+	c := copyThread(th)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.exists {
+		return ErrNotFound
+	}
+	c.CreatedAt = t.t.CreatedAt
+	t.t = c
 	return nil
 }
 
@@ -127,7 +215,9 @@ func copyThread(t *Thread) Thread {
 	return c
 }
 
-// AppendMessages implements MessageStore.
+// AppendMessages implements MessageStore. The messages are copied before
+// the thread's lock is taken; under it the store only checks the duplicate
+// rule, numbers the copies and puts them in place.
 func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -135,18 +225,95 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	if err := checkMessages(msgs); err != nil {
 		return fmt.Errorf("toolrun: append to thread %s: %w", threadID, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.threads[threadID]
-	if t == nil || !t.created() {
+	t := s.thread(threadID, false)
+	if t == nil {
+		return ErrNotFound
+	}
+	var one [1]Message // a single message, the usual append, is copied here
+	copies := one[:0]
+	if len(msgs) > 1 {
+		copies = make([]Message, 0, len(msgs))
+	}
+	for _, m := range msgs {
+		copies = append(copies, *m)
+		c := &copies[len(copies)-1]
+		own(c)
+		c.ThreadID = threadID
+	}
+	t.mu.Lock()
+	if !t.exists {
+		t.mu.Unlock()
 		return ErrNotFound
 	}
 	// Check everything before changing anything: all or nothing.
+	if id, dup := t.duplicate(copies); dup {
+		t.mu.Unlock()
+		return fmt.Errorf("%w (thread %s, tool call %s)", ErrDuplicateToolResult, threadID, id)
+	}
+	base := t.nextSeq
+	var last memRow
+	if t.rows.n > 0 {
+		prev := t.rows.at(t.rows.n - 1)
+		last.top, last.visible, last.topVisible = prev.top, prev.visible, prev.topVisible
+	}
+	for i := range copies {
+		c := &copies[i]
+		t.nextSeq++
+		c.Seq = t.nextSeq
+		if c.Depth == 0 {
+			last.top++
+		}
+		if !c.Silent {
+			last.visible++
+			if c.Depth == 0 {
+				last.topVisible++
+			}
+		}
+		if c.Role == RoleTool && c.ToolCallID != "" {
+			if t.results == nil {
+				t.results = map[string]int{}
+			}
+			t.results[c.ToolCallID] = t.rows.n
+		}
+		r := t.rows.push()
+		r.m, r.top, r.visible, r.topVisible = *c, last.top, last.visible, last.topVisible
+	}
+	t.mu.Unlock()
+	for i, m := range msgs {
+		m.Seq = base + int64(i) + 1
+	}
+	return nil
+}
+
+// own replaces the maps and slices of m with copies, so that m shares
+// nothing with the message it was copied from.
+func own(m *Message) {
+	if m.ToolCalls != nil {
+		m.ToolCalls = slices.Clone(m.ToolCalls)
+	}
+	if m.QueuedCalls != nil {
+		m.QueuedCalls = slices.Clone(m.QueuedCalls)
+	}
+	if m.ErrorData != nil {
+		m.ErrorData = cloneJSONMap(m.ErrorData)
+	}
+	if m.Attachments != nil {
+		m.Attachments = slices.Clone(m.Attachments)
+	}
+	if m.Metadata != nil {
+		m.Metadata = cloneJSONMap(m.Metadata)
+	}
+}
+
+// duplicate reports the first tool-call id of msgs that already has a
+// stored result on t, or that two results of msgs name. Callers hold t.mu.
+func (t *memThread) duplicate(msgs []Message) (string, bool) {
 	var seen map[string]bool // within msgs, for long batches
 	if len(msgs) > 16 {
 		seen = map[string]bool{}
 	}
-	for i, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		if m.Role != RoleTool || m.ToolCallID == "" {
 			continue
 		}
@@ -155,94 +322,15 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 			dup = dup || seen[m.ToolCallID]
 			seen[m.ToolCallID] = true
 		} else {
-			for _, o := range msgs[:i] {
-				dup = dup || o.Role == RoleTool && o.ToolCallID == m.ToolCallID
+			for j := range i {
+				dup = dup || msgs[j].Role == RoleTool && msgs[j].ToolCallID == m.ToolCallID
 			}
 		}
 		if dup {
-			return fmt.Errorf("%w (thread %s, tool call %s)", ErrDuplicateToolResult, threadID, m.ToolCallID)
+			return m.ToolCallID, true
 		}
 	}
-	for _, m := range msgs {
-		t.nextSeq++
-		m.Seq = t.nextSeq
-		c := m.clone()
-		c.ThreadID = threadID
-		if m.Role == RoleTool && m.ToolCallID != "" {
-			if t.results == nil {
-				t.results = map[string]int{}
-			}
-			t.results[m.ToolCallID] = len(t.msgs)
-		}
-		t.msgs = append(t.msgs, c)
-	}
-	return nil
-}
-
-// ListMessages implements MessageStore.
-func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q MessageQuery) (MessagePage, error) {
-	if err := ctx.Err(); err != nil {
-		return MessagePage{}, err
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.threads[threadID]
-	if t == nil {
-		return MessagePage{}, nil
-	}
-	match := func(m *Message) bool {
-		if q.After > 0 && m.Seq <= q.After {
-			return false
-		}
-		if m.Silent && !q.IncludeSilent {
-			return false
-		}
-		return q.MaxDepth < 0 || m.Depth <= q.MaxDepth
-	}
-	all := q.IncludeSilent && q.MaxDepth < 0 && q.After <= 0
-	filtered := len(t.msgs)
-	if !all {
-		filtered = 0
-		for _, m := range t.msgs {
-			if match(m) {
-				filtered++
-			}
-		}
-	}
-	lo, hi := pageBounds(filtered, q)
-	// Collect the window [lo, hi) of matching rows (oldest-first indexes)
-	// without copying the rest, walking from the end it lies nearer to.
-	out := make([]Message, 0, hi-lo)
-	if q.Order == OrderAsc {
-		k := 0
-		for _, m := range t.msgs {
-			if k >= hi {
-				break
-			}
-			if !all && !match(m) {
-				continue
-			}
-			if k >= lo {
-				out = append(out, *m.clone())
-			}
-			k++
-		}
-	} else {
-		k := filtered // index, among matching rows, of the row after m
-		for i := len(t.msgs) - 1; i >= 0 && k > lo; i-- {
-			m := t.msgs[i]
-			if !all && !match(m) {
-				continue
-			}
-			if k--; k < hi {
-				out = append(out, *m.clone()) // newest first
-			}
-		}
-		if q.Order != OrderDesc {
-			slices.Reverse(out)
-		}
-	}
-	return MessagePage{Messages: out, Total: filtered, HasMore: pageHasMore(filtered, q, lo, hi)}, nil
+	return "", false
 }
 
 // checkMessages refuses messages a store cannot keep as given: each needs
@@ -259,7 +347,131 @@ func checkMessages(msgs []*Message) error {
 	return nil
 }
 
-// pageBounds returns the [lo, hi) window, in oldest-first indexes, that q
+// matches reports whether m passes q's depth and silence filters.
+func matches(m *Message, q MessageQuery) bool {
+	return (q.IncludeSilent || !m.Silent) && (q.MaxDepth < 0 || m.Depth <= q.MaxDepth)
+}
+
+// prefix returns, for q's filters, the number of matching rows among the
+// first i of rows, or nil when q's filters are not one of the common ones
+// that rows count (every row, the top level, not silent, both).
+func prefix(rows *memRows, q MessageQuery) func(i int) int {
+	count := func(f func(r *memRow) uint32) func(int) int {
+		return func(i int) int {
+			if i == 0 {
+				return 0
+			}
+			return int(f(rows.at(i - 1)))
+		}
+	}
+	switch {
+	case q.MaxDepth < 0 && q.IncludeSilent:
+		return func(i int) int { return i }
+	case q.MaxDepth < 0:
+		return count(func(r *memRow) uint32 { return r.visible })
+	case q.MaxDepth == 0 && q.IncludeSilent:
+		return count(func(r *memRow) uint32 { return r.top })
+	case q.MaxDepth == 0:
+		return count(func(r *memRow) uint32 { return r.topVisible })
+	}
+	return nil
+}
+
+// ListMessages implements MessageStore.
+//
+// The rows after After start at an index found by binary search (Seqs
+// increase along rows). For the common filters the counters of the rows
+// give Total, and a binary search over them gives the index of the page's
+// first row; the page is then read from there, skipping only the
+// non-matching rows among it. Other filters walk from the end the order
+// selects from. The page's messages are copied after the lock is released:
+// stored rows are never changed.
+func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q MessageQuery) (MessagePage, error) {
+	if err := ctx.Err(); err != nil {
+		return MessagePage{}, err
+	}
+	t := s.thread(threadID, false)
+	if t == nil {
+		return MessagePage{}, nil
+	}
+	t.mu.RLock()
+	rows := t.rows // its first rows.n rows never change: appends only add after them
+	t.mu.RUnlock()
+	a := 0
+	if q.After > 0 {
+		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).m.Seq > q.After })
+	}
+	var picked []*Message
+	var total int
+	if pre := prefix(&rows, q); pre != nil {
+		base := pre(a)
+		total = pre(rows.n) - base
+		lo, hi := pageBounds(total, q)
+		// The row of rank lo among the matching rows after a.
+		i := a + sort.Search(rows.n-a, func(k int) bool { return pre(a+k+1)-base > lo })
+		picked = make([]*Message, 0, hi-lo)
+		for ; i < rows.n && len(picked) < hi-lo; i++ {
+			if m := &rows.at(i).m; matches(m, q) {
+				picked = append(picked, m)
+			}
+		}
+		if q.Order == OrderDesc {
+			slices.Reverse(picked)
+		}
+	} else {
+		for i := a; i < rows.n; i++ {
+			if matches(&rows.at(i).m, q) {
+				total++
+			}
+		}
+		picked = pickWalking(&rows, a, q, total)
+	}
+	out := make([]Message, len(picked))
+	for i, m := range picked {
+		out[i] = *m
+		own(&out[i])
+	}
+	lo, hi := pageBounds(total, q)
+	return MessagePage{Messages: out, Total: total, HasMore: pageHasMore(total, q, lo, hi)}, nil
+}
+
+// pickWalking returns the page q selects from the total matching rows of
+// rows from index a on, walking from the end the order selects from, in
+// the order q returns them.
+func pickWalking(rows *memRows, a int, q MessageQuery, total int) []*Message {
+	lo, hi := pageBounds(total, q)
+	out := make([]*Message, 0, hi-lo)
+	if q.Order == OrderAsc {
+		k := 0
+		for i := a; i < rows.n && k < hi; i++ {
+			m := &rows.at(i).m
+			if !matches(m, q) {
+				continue
+			}
+			if k >= lo {
+				out = append(out, m)
+			}
+			k++
+		}
+		return out
+	}
+	k := total // rank, among matching rows, of the row after row i
+	for i := rows.n - 1; i >= a && k > lo; i-- {
+		m := &rows.at(i).m
+		if !matches(m, q) {
+			continue
+		}
+		if k--; k < hi {
+			out = append(out, m) // newest first
+		}
+	}
+	if q.Order != OrderDesc {
+		slices.Reverse(out)
+	}
+	return out
+}
+
+// pageBounds returns the [lo, hi) window, in oldest-first ranks, that q
 // selects from n matching rows.
 func pageBounds(n int, q MessageQuery) (lo, hi int) {
 	off := max(q.Offset, 0)
@@ -291,17 +503,23 @@ func (s *MemoryStore) ToolResult(ctx context.Context, threadID, toolCallID strin
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.threads[threadID]
+	t := s.thread(threadID, false)
 	if t == nil {
 		return nil, ErrNotFound
 	}
+	t.mu.RLock()
 	i, ok := t.results[toolCallID]
+	var m *Message
+	if ok {
+		m = &t.rows.at(i).m
+	}
+	t.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotFound
 	}
-	return t.msgs[i].clone(), nil
+	c := *m
+	own(&c)
+	return &c, nil
 }
 
 // GetValue implements ValueStore.
@@ -309,13 +527,13 @@ func (s *MemoryStore) GetValue(ctx context.Context, threadID, key string) (json.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.threads[threadID]
+	t := s.thread(threadID, false)
 	if t == nil {
 		return nil, ErrNotFound
 	}
-	v, ok := t.values[key]
+	t.mu.RLock()
+	v, ok := t.values[key] // stored values are never changed
+	t.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotFound
 	}
@@ -327,20 +545,28 @@ func (s *MemoryStore) SetValue(ctx context.Context, threadID, key string, value 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.thread(threadID, true)
-	if isJSONNull(value) {
-		delete(t.values, key)
+	del := isJSONNull(value)
+	if !del && !json.Valid(value) {
+		return fmt.Errorf("toolrun: set value %q: not valid JSON", key)
+	}
+	var c json.RawMessage
+	if !del {
+		c = append(json.RawMessage(nil), value...)
+	}
+	t := s.thread(threadID, !del)
+	if t == nil {
 		return nil
 	}
-	if !json.Valid(value) {
-		return fmt.Errorf("toolrun: set value %q: not valid JSON", key)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if del {
+		delete(t.values, key)
+		return nil
 	}
 	if t.values == nil {
 		t.values = map[string]json.RawMessage{}
 	}
-	t.values[key] = append(json.RawMessage(nil), value...)
+	t.values[key] = c
 	return nil
 }
 
@@ -348,26 +574,23 @@ func isJSONNull(v json.RawMessage) bool {
 	return len(v) == 0 || strings.TrimSpace(string(v)) == "null"
 }
 
-func (s *MemoryStore) envMap(scope EnvScope, owner string, create bool) (map[string]EnvValue, error) {
+// envOf returns the lock and the env map of an owner (created when create
+// is set; nil otherwise when there is none), or an error for an unknown
+// scope. The map is guarded by the lock.
+func (s *MemoryStore) envOf(scope EnvScope, owner string, create bool) (*sync.RWMutex, *map[string]EnvValue, error) {
 	switch scope {
 	case ScopeThread:
-		t := s.thread(owner, create)
-		if t == nil {
-			return nil, nil
+		if t := s.thread(owner, create); t != nil {
+			return &t.mu, &t.env, nil
 		}
-		if t.env == nil && create {
-			t.env = map[string]EnvValue{}
-		}
-		return t.env, nil
+		return nil, nil, nil
 	case ScopeUser:
-		m := s.userEnv[owner]
-		if m == nil && create {
-			m = map[string]EnvValue{}
-			s.userEnv[owner] = m
+		if u := s.user(owner, create); u != nil {
+			return &u.mu, &u.env, nil
 		}
-		return m, nil
+		return nil, nil, nil
 	}
-	return nil, fmt.Errorf("toolrun: unknown env scope %q", scope)
+	return nil, nil, fmt.Errorf("toolrun: unknown env scope %q", scope)
 }
 
 // GetEnv implements EnvStore.
@@ -375,13 +598,16 @@ func (s *MemoryStore) GetEnv(ctx context.Context, scope EnvScope, ownerID, name 
 	if err := ctx.Err(); err != nil {
 		return EnvValue{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	m, err := s.envMap(scope, ownerID, false)
+	mu, env, err := s.envOf(scope, ownerID, false)
 	if err != nil {
 		return EnvValue{}, err
 	}
-	v, ok := m[name]
+	if mu == nil {
+		return EnvValue{}, ErrNotFound
+	}
+	mu.RLock()
+	v, ok := (*env)[name]
+	mu.RUnlock()
 	if !ok {
 		return EnvValue{}, ErrNotFound
 	}
@@ -393,13 +619,16 @@ func (s *MemoryStore) SetEnv(ctx context.Context, scope EnvScope, ownerID, name 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.envMap(scope, ownerID, true)
+	mu, env, err := s.envOf(scope, ownerID, true)
 	if err != nil {
 		return err
 	}
-	m[name] = v
+	mu.Lock()
+	defer mu.Unlock()
+	if *env == nil {
+		*env = map[string]EnvValue{}
+	}
+	(*env)[name] = v
 	return nil
 }
 
@@ -408,13 +637,13 @@ func (s *MemoryStore) DeleteEnv(ctx context.Context, scope EnvScope, ownerID, na
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m, err := s.envMap(scope, ownerID, false)
-	if err != nil {
+	mu, env, err := s.envOf(scope, ownerID, false)
+	if err != nil || mu == nil {
 		return err
 	}
-	delete(m, name)
+	mu.Lock()
+	defer mu.Unlock()
+	delete(*env, name)
 	return nil
 }
 
@@ -423,14 +652,17 @@ func (s *MemoryStore) ListEnv(ctx context.Context, scope EnvScope, ownerID strin
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	m, err := s.envMap(scope, ownerID, false)
+	mu, env, err := s.envOf(scope, ownerID, false)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]EnvValue, len(m))
-	for k, v := range m {
+	if mu == nil {
+		return map[string]EnvValue{}, nil
+	}
+	mu.RLock()
+	defer mu.RUnlock()
+	out := make(map[string]EnvValue, len(*env))
+	for k, v := range *env {
 		out[k] = v
 	}
 	return out, nil
@@ -441,19 +673,31 @@ func (s *MemoryStore) WriteFile(ctx context.Context, threadID string, f FileInfo
 	if err := ctx.Err(); err != nil {
 		return FileInfo{}, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	info := FileInfo{Path: f.Path, MimeType: f.MimeType, Size: int64(len(data)), CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
+	nf := &memFile{data: append([]byte{}, data...)}
 	t := s.thread(threadID, true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.files == nil {
 		t.files = map[string]*memFile{}
 	}
-	p := f.Path
-	info := FileInfo{Path: p, MimeType: f.MimeType, Size: int64(len(data)), CreatedAt: f.CreatedAt, UpdatedAt: f.UpdatedAt}
-	if old := t.files[p]; old != nil {
+	if old := t.files[f.Path]; old != nil {
 		info.CreatedAt = old.info.CreatedAt
 	}
-	t.files[p] = &memFile{info: info, data: append([]byte{}, data...)}
+	nf.info = info
+	t.files[f.Path] = nf
 	return info, nil
+}
+
+// file returns the stored file, or nil.
+func (s *MemoryStore) file(threadID, p string) *memFile {
+	t := s.thread(threadID, false)
+	if t == nil {
+		return nil
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.files[p]
 }
 
 // ReadFile implements FileStore.
@@ -461,8 +705,6 @@ func (s *MemoryStore) ReadFile(ctx context.Context, threadID, p string) ([]byte,
 	if err := ctx.Err(); err != nil {
 		return nil, FileInfo{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	f := s.file(threadID, p)
 	if f == nil {
 		return nil, FileInfo{}, ErrNotFound
@@ -470,21 +712,11 @@ func (s *MemoryStore) ReadFile(ctx context.Context, threadID, p string) ([]byte,
 	return append([]byte{}, f.data...), f.info, nil
 }
 
-func (s *MemoryStore) file(threadID, p string) *memFile {
-	t := s.threads[threadID]
-	if t == nil {
-		return nil
-	}
-	return t.files[p]
-}
-
 // StatFile implements FileStore.
 func (s *MemoryStore) StatFile(ctx context.Context, threadID, p string) (FileInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return FileInfo{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
 	f := s.file(threadID, p)
 	if f == nil {
 		return FileInfo{}, ErrNotFound
@@ -497,18 +729,18 @@ func (s *MemoryStore) ListFiles(ctx context.Context, threadID, dir string) ([]Fi
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	t := s.threads[threadID]
 	out := []FileInfo{}
+	t := s.thread(threadID, false)
 	if t == nil {
 		return out, nil
 	}
+	t.mu.RLock()
 	for p, f := range t.files {
 		if underDir(p, dir) {
 			out = append(out, f.info)
 		}
 	}
+	t.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out, nil
 }
@@ -526,35 +758,40 @@ func (s *MemoryStore) DeleteFile(ctx context.Context, threadID, p string) error 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.threads[threadID]
-	if t == nil || t.files[p] == nil {
+	t := s.thread(threadID, false)
+	if t == nil {
+		return ErrNotFound
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.files[p] == nil {
 		return ErrNotFound
 	}
 	delete(t.files, p)
 	return nil
 }
 
-// PutChild implements ChildStore.
+// PutChild implements ChildStore. Entries live with their parent's record.
 func (s *MemoryStore) PutChild(ctx context.Context, e ChildEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if e.InitialArguments != nil {
 		e.InitialArguments = cloneJSONMap(e.InitialArguments)
 	}
-	list := s.children[e.ParentID]
-	for i := range list {
-		if list[i].Reference == e.Reference {
-			e.CreatedAt = list[i].CreatedAt
-			list[i] = e
+	t := s.thread(e.ParentID, true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.children {
+		if t.children[i].Reference == e.Reference {
+			e.CreatedAt = t.children[i].CreatedAt
+			// A new backing array: readers may still be copying the old one.
+			t.children = slices.Clone(t.children)
+			t.children[i] = e
 			return nil
 		}
 	}
-	s.children[e.ParentID] = append(list, e)
+	t.children = append(t.children, e)
 	return nil
 }
 
@@ -563,14 +800,9 @@ func (s *MemoryStore) Child(ctx context.Context, parentID, reference string) (Ch
 	if err := ctx.Err(); err != nil {
 		return ChildEntry{}, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, e := range s.children[parentID] {
+	for _, e := range s.childList(parentID) {
 		if e.Reference == reference {
-			if e.InitialArguments != nil {
-				e.InitialArguments = cloneJSONMap(e.InitialArguments)
-			}
-			return e, nil
+			return copyChild(e), nil
 		}
 	}
 	return ChildEntry{}, ErrNotFound
@@ -581,17 +813,32 @@ func (s *MemoryStore) Children(ctx context.Context, parentID string) ([]ChildEnt
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	list := s.children[parentID]
+	list := s.childList(parentID)
 	out := make([]ChildEntry, len(list))
 	for i, e := range list {
-		if e.InitialArguments != nil {
-			e.InitialArguments = cloneJSONMap(e.InitialArguments)
-		}
-		out[i] = e
+		out[i] = copyChild(e)
 	}
 	return out, nil
+}
+
+// childList returns the parent's entries as stored; the caller copies what
+// it returns. The elements of a returned slice are never changed: a
+// replaced entry goes into a new backing array.
+func (s *MemoryStore) childList(parentID string) []ChildEntry {
+	t := s.thread(parentID, false)
+	if t == nil {
+		return nil
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.children
+}
+
+func copyChild(e ChildEntry) ChildEntry {
+	if e.InitialArguments != nil {
+		e.InitialArguments = cloneJSONMap(e.InitialArguments)
+	}
+	return e
 }
 
 // CleanPath normalises a thread file path the way every ThreadState does

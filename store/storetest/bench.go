@@ -22,7 +22,9 @@ import (
 //     on its own thread (several runs in one process);
 //   - AppendToolResultConcurrent/goroutines=N: the same from exactly N
 //     goroutines (1, 2, 8, 32, 64, 4096), each on its own thread, as a
-//     service running that many threads at once would; b.N appends in all.
+//     service running that many threads at once would; b.N appends in all,
+//     a goroutine moving to a new thread of its own after every 1,000, so
+//     that threads are as long whatever b.N and N.
 //     Besides appends/s each reports x-one-goroutine, its appends/s over
 //     those of goroutines=1 in the same run of Bench: how the store scales
 //     with threads;
@@ -193,9 +195,13 @@ func benchLongThread(b *testing.B, st toolrun.Store) (string, int64) {
 	return thread, last
 }
 
+// benchThreadLen is the number of messages after which a goroutine of
+// benchConcurrentAppends goes on on a new thread of its own.
+const benchThreadLen = 1000
+
 // benchConcurrentAppends runs b.N single tool-result appends from n
-// goroutines, each appending to its own thread, reports appends/s and
-// returns it.
+// goroutines, each appending to its own thread (a new one after every
+// benchThreadLen appends), reports appends/s and returns it.
 func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) float64 {
 	threads := make([]string, n)
 	var wg sync.WaitGroup
@@ -213,6 +219,11 @@ func benchConcurrentAppends(b *testing.B, st toolrun.Store, n int) float64 {
 	for _, thread := range threads {
 		wg.Go(func() {
 			for i := 1; next.Add(1) <= int64(b.N); i++ {
+				if i > benchThreadLen {
+					// A new thread: threads stay as long as real ones, whatever
+					// b.N and the number of goroutines.
+					thread, i = benchThread(b, st), 1
+				}
 				if err := st.AppendMessages(b.Context(), thread, benchResult(thread, i)); err != nil {
 					b.Error(err)
 					return

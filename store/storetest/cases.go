@@ -1325,7 +1325,16 @@ func caseChildrenPutGet(e *env) {
 	if d := diffChild(got, min); d != "" {
 		e.Errorf("Child of a minimal entry: %s", d)
 	}
-	// The returned map belongs to the caller.
+	// The map handed in, and the one returned, belong to the caller.
+	given := sampleChild(parent, uid("child"))
+	e.must(st.PutChild(e.ctx, given), "PutChild")
+	given.InitialArguments["topic"] = "changed"
+	given.InitialArguments["filters"].([]any)[0] = "changed"
+	got, err = st.Child(e.ctx, parent, given.Reference)
+	e.must(err, "Child")
+	if d := diffChild(got, sampleChild(parent, given.Reference)); d != "" {
+		e.Errorf("changing the entry passed to PutChild changed the store: %s", d)
+	}
 	got, _ = st.Child(e.ctx, parent, want.Reference)
 	got.InitialArguments["topic"] = "changed"
 	again, _ := st.Child(e.ctx, parent, want.Reference)

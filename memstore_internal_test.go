@@ -1,0 +1,254 @@
+package toolrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+var memTestTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func memMsg(id string, role Role, callID string) *Message {
+	return &Message{ID: id, Role: role, ToolCallID: callID, Content: "c " + id, CreatedAt: memTestTime}
+}
+
+// Rows land in chunks that never move, and every row is found again where
+// it was put, across the doubling chunks and the fixed-size ones.
+func TestMemoryStoreRowChunks(t *testing.T) {
+	var r memRows
+	const n = 3*maxChunk + doubled + 5
+	var first *memRow
+	for i := range n {
+		p := r.push()
+		p.m.Seq = int64(i)
+		if i == 0 {
+			first = p
+		}
+	}
+	if r.at(0) != first {
+		t.Fatal("the first row moved when later chunks were added")
+	}
+	for i := range n {
+		if got := r.at(i).m.Seq; got != int64(i) {
+			t.Fatalf("row %d holds Seq %d", i, got)
+		}
+	}
+	if len(r.chunks[0]) != 1 || len(r.chunks[len(r.chunks)-1]) != maxChunk {
+		t.Errorf("chunk sizes %d … %d; want 1 … %d", len(r.chunks[0]), len(r.chunks[len(r.chunks)-1]), maxChunk)
+	}
+}
+
+// Work on one thread never waits for another thread's lock: with thread
+// a's lock held, every operation on thread b completes. (Were there one
+// lock for the store, this test would never end.)
+func TestMemoryStoreThreadsDoNotShareALock(t *testing.T) {
+	s := NewMemoryStore()
+	ctx := context.Background()
+	if err := s.CreateThread(ctx, &Thread{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	a := s.thread("a", false)
+	for _, read := range []bool{false, true} {
+		if read {
+			a.mu.RLock() // a long read of thread a
+		} else {
+			a.mu.Lock() // an append to thread a in progress
+		}
+		done := make(chan error)
+		go func() {
+			b := fmt.Sprint("b-", read)
+			errs := []error{
+				s.CreateThread(ctx, &Thread{ID: b}),
+				s.AppendMessages(ctx, b, memMsg("m1", RoleTool, "c1")),
+				s.SetValue(ctx, b, "k", json.RawMessage(`1`)),
+				s.SetEnv(ctx, ScopeThread, b, "E", EnvValue{Value: "v"}),
+				s.SetEnv(ctx, ScopeUser, "u", "E", EnvValue{Value: "v"}),
+				s.PutChild(ctx, ChildEntry{ParentID: b, Reference: "kid"}),
+			}
+			_, err := s.WriteFile(ctx, b, FileInfo{Path: "/f"}, []byte("x"))
+			errs = append(errs, err)
+			_, err = s.ListMessages(ctx, b, MessageQuery{})
+			errs = append(errs, err)
+			_, err = s.ToolResult(ctx, b, "c1")
+			errs = append(errs, err)
+			_, err = s.GetThread(ctx, b)
+			errs = append(errs, err)
+			for _, err := range errs {
+				if err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		if read {
+			a.mu.RUnlock()
+		} else {
+			a.mu.Unlock()
+		}
+	}
+}
+
+// allocated returns the bytes f allocates, averaged over runs.
+func allocated(runs int, f func()) float64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range runs {
+		f()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / float64(runs)
+}
+
+// Reads copy what they return and nothing more: a page of 10 messages of a
+// thread of 20,000, Total included, allocates about 10 messages, whatever
+// the filter, order or offset; so does a query with After.
+func TestMemoryStoreReadsCopyOnlyThePage(t *testing.T) {
+	s := NewMemoryStore()
+	ctx := context.Background()
+	if err := s.CreateThread(ctx, &Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20000; i += 100 {
+		batch := make([]*Message, 100)
+		for j := range batch {
+			batch[j] = memMsg(fmt.Sprint("m", i+j), RoleUser, "")
+			batch[j].Silent, batch[j].Depth = (i+j)%5 == 0, (i+j)%3
+		}
+		if err := s.AppendMessages(ctx, "t", batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	limit := 10 * 2 * float64(sizeofMessage) // ten messages, with room for the page's slices
+	for _, q := range []MessageQuery{
+		{Limit: 10},
+		{Limit: 10, MaxDepth: -1, IncludeSilent: true},
+		{Limit: 10, Offset: 5000, Order: OrderAsc},
+		{Limit: 10, Order: OrderDesc, MaxDepth: -1},
+		{After: 19990, Order: OrderAsc, IncludeSilent: true, MaxDepth: -1},
+		{After: 10000, Limit: 10, IncludeSilent: true},
+	} {
+		var n int
+		got := allocated(50, func() {
+			p, err := s.ListMessages(ctx, "t", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = len(p.Messages)
+		})
+		if n == 0 || n > 10 || got > limit {
+			t.Errorf("ListMessages(%+v): %d messages, %.0f bytes allocated; want at most 10 messages in %.0f bytes", q, n, got, limit)
+		}
+	}
+}
+
+// sizeofMessage is the size of a Message value.
+var sizeofMessage = unsafe.Sizeof(Message{})
+
+// The heap held per idle thread is small: a thread with one message, one
+// value and one env variable costs under 4 KiB (about 1.7 KiB here).
+func TestMemoryStoreIdleThreadHeap(t *testing.T) {
+	const n = 4000
+	s := NewMemoryStore()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprint("thread-", i)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i, id := range ids {
+		if err := s.CreateThread(ctx, &Thread{ID: id, CreatedAt: memTestTime}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendMessages(ctx, id, memMsg(fmt.Sprint("m", i), RoleUser, "")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetValue(ctx, id, "k", json.RawMessage(`{"step":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetEnv(ctx, ScopeThread, id, "E", EnvValue{Value: "v", Type: VarText}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%.0f bytes per idle thread", per)
+	if per > 4096 {
+		t.Errorf("an idle thread holds %.0f bytes of heap; want under 4 KiB", per)
+	}
+	runtime.KeepAlive(s)
+}
+
+// Many goroutines, each on its own thread and all on a shared one, mixing
+// every kind of read and write, lose nothing (and, under -race, race on
+// nothing).
+func TestMemoryStoreConcurrentThreads(t *testing.T) {
+	s := NewMemoryStore()
+	ctx := context.Background()
+	if err := s.CreateThread(ctx, &Thread{ID: "shared"}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, rounds = 16, 200
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			own := fmt.Sprint("own-", w)
+			if err := s.CreateThread(ctx, &Thread{ID: own, Arguments: map[string]any{"w": w}}); err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range rounds {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				for _, th := range []string{own, "shared"} {
+					if err := s.AppendMessages(ctx, th, memMsg(id+"-a", RoleAssistant, ""), memMsg(id+"-r", RoleTool, id)); err != nil {
+						t.Error(err)
+						return
+					}
+					if _, err := s.ListMessages(ctx, th, MessageQuery{Limit: 5, After: int64(i)}); err != nil {
+						t.Error(err)
+					}
+					if _, err := s.ToolResult(ctx, th, id); err != nil {
+						t.Error(err)
+					}
+				}
+				_ = s.SetValue(ctx, "shared", id, json.RawMessage(`1`))
+				_, _ = s.GetValue(ctx, "shared", id)
+				_ = s.SetEnv(ctx, ScopeUser, "u", id, EnvValue{Value: id})
+				_, _ = s.ListEnv(ctx, ScopeUser, "u")
+				_, _ = s.WriteFile(ctx, own, FileInfo{Path: "/f", UpdatedAt: memTestTime}, []byte(id))
+				_, _ = s.ListFiles(ctx, own, "/")
+				_ = s.PutChild(ctx, ChildEntry{ParentID: "shared", Reference: fmt.Sprint("kid-", w), Status: id})
+				_, _ = s.Children(ctx, "shared")
+				if th, err := s.GetThread(ctx, own); err == nil {
+					th.SessionTurns = i
+					_ = s.UpdateThread(ctx, th)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	p, err := s.ListMessages(ctx, "shared", MessageQuery{IncludeSilent: true, MaxDepth: -1, Order: OrderAsc})
+	if err != nil || p.Total != 2*workers*rounds || len(p.Messages) != p.Total {
+		t.Fatalf("shared thread: %d messages, Total %d, %v; want %d", len(p.Messages), p.Total, err, 2*workers*rounds)
+	}
+	for i := 1; i < len(p.Messages); i++ {
+		if p.Messages[i].Seq != p.Messages[i-1].Seq+1 {
+			t.Fatalf("Seq %d follows %d", p.Messages[i].Seq, p.Messages[i-1].Seq)
+		}
+	}
+	if kids, _ := s.Children(ctx, "shared"); len(kids) != workers {
+		t.Errorf("%d children, want %d", len(kids), workers)
+	}
+}
