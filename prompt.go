@@ -44,6 +44,11 @@ type Prompt struct {
 	// false (the default, as the reference) a request holds only the system
 	// prompt and messages injected during the current turn.
 	IncludeChat bool
+	// History bounds the chat history each request carries when IncludeChat
+	// is set: the newest messages within its limits, an assistant message's
+	// tool calls never parted from their results, then its Filter. The zero
+	// Window sends the whole history.
+	History Window
 	// IncludePastTools keeps tool calls and results in requests. When false
 	// (the default) tool messages are dropped and assistant messages lose
 	// their tool calls, those of the current turn included.

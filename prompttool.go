@@ -59,11 +59,11 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c *call, p 
 		req.ToolChoice = ""
 	}
 	if p.IncludeChat {
-		rows, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
-		if err != nil {
-			return Result{}, &StoreError{Op: "list messages", Err: err}
+		// A sub-prompt sees the thread's top-level history (windowed as its
+		// prompt says), not the prompt-local messages of the caller's turn.
+		if req.Messages, err = rt.history(ctx, sub); err != nil {
+			return Result{}, err
 		}
-		req.Messages = perspective(rows.Messages, ts.sideKey, p.IncludePastTools)
 	}
 	if init := rt.initMessage(ctx, ts.th.ID, cfg, argMap); init != nil {
 		req.Messages = append(req.Messages, *init)

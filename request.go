@@ -22,22 +22,11 @@ func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, tools *tools
 	} else {
 		req.ToolChoice = ""
 	}
-	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
+	msgs, err := rt.history(ctx, ts)
 	if err != nil {
-		return nil, &StoreError{Op: "list messages", Err: err}
+		return nil, err
 	}
-	msgs := p.Messages
-	if !ts.prompt.IncludeChat {
-		// Only messages injected during this turn (prompt-local context).
-		var local []Message
-		for _, m := range msgs {
-			if m.Seq > ts.turnStart && (m.Role == RoleSystem || m.Role == RoleUser) {
-				local = append(local, m)
-			}
-		}
-		msgs = local
-	}
-	req.Messages = perspective(msgs, ts.sideKey, ts.prompt.IncludePastTools)
+	req.Messages = msgs
 	return req, nil
 }
 

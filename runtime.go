@@ -412,14 +412,11 @@ func (rt *Runtime) lastSeq(ctx context.Context, threadID string) (int64, error) 
 }
 
 // collect fills reply.Messages with what was stored after startSeq.
+// It reads only those: the cost does not grow with the thread's history.
 func (rt *Runtime) collect(ctx context.Context, reply *Reply, startSeq int64, err error) error {
-	p, lerr := rt.store.ListMessages(context.WithoutCancel(ctx), reply.ThreadID, MessageQuery{IncludeSilent: true, MaxDepth: -1})
+	p, lerr := rt.store.ListMessages(context.WithoutCancel(ctx), reply.ThreadID, MessageQuery{IncludeSilent: true, MaxDepth: -1, After: startSeq, Order: OrderAsc})
 	if lerr == nil {
-		for _, m := range p.Messages {
-			if m.Seq > startSeq {
-				reply.Messages = append(reply.Messages, m)
-			}
-		}
+		reply.Messages = p.Messages
 	}
 	return err
 }

@@ -507,3 +507,19 @@ func TestIdleTimeout(t *testing.T) {
 	assert.True(t, pe.Retryable)
 	assert.Less(t, time.Since(start), 3*time.Second, "retried once, each attempt ended by the idle limit")
 }
+
+// A history a window cut may open with the assistant; the API wants the
+// user first, so a short note opens it.
+func TestConversationOpeningWithTheAssistantGetsAUserNote(t *testing.T) {
+	_, msgs := mapMessages(&toolrun.Request{Messages: []toolrun.Message{
+		{Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{{ID: "c1", Name: "get_issue", Arguments: `{}`}}},
+		{Role: toolrun.RoleTool, ToolCallID: "c1", Content: "issue 7"},
+		{Role: toolrun.RoleUser, Content: "and now?"},
+	}})
+	require.Len(t, msgs, 3, "note, call, then the result merged with the user's text")
+	assert.Equal(t, "user", msgs[0].Role)
+	assert.Equal(t, earlierNotShown, msgs[0].Content[0].Text)
+	assert.Equal(t, "assistant", msgs[1].Role)
+	_, msgs = mapMessages(&toolrun.Request{Messages: []toolrun.Message{{Role: toolrun.RoleUser, Content: "hi"}}})
+	require.Len(t, msgs, 1, "a conversation opening with the user is left as it is")
+}

@@ -182,8 +182,17 @@ func mapMessages(req *toolrun.Request) (string, []wireMessage) {
 			}
 		}
 	}
+	if len(out) > 0 && out[0].Role != "user" {
+		// The API wants a conversation to open with the user; a history
+		// cut by a window may open with the assistant.
+		out = append([]wireMessage{{Role: "user", Content: []wireBlock{{Type: "text", Text: earlierNotShown}}}}, out...)
+	}
 	return strings.Join(system, "\n\n"), out
 }
+
+// earlierNotShown opens a conversation whose first message is the
+// assistant's.
+const earlierNotShown = "(Earlier messages of this conversation are not shown.)"
 
 // toolInput returns a tool call's arguments as the JSON object tool_use
 // requires: empty or non-object arguments become {}.

@@ -1,0 +1,186 @@
+package toolrun_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/provider/scripted"
+)
+
+// seedHistory stores n exchanges on a thread: a user message, then either
+// an assistant answer or (every third one) an assistant call of get_issue
+// with its result.
+func seedHistory(t *testing.T, st toolrun.Store, thread string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var msgs []*toolrun.Message
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	add := func(m toolrun.Message) {
+		m.ID = fmt.Sprintf("seed_%d", len(msgs))
+		m.CreatedAt = at
+		msgs = append(msgs, &m)
+	}
+	for i := range n {
+		add(toolrun.Message{Role: toolrun.RoleUser, Content: fmt.Sprintf("question %d", i), Side: "b"})
+		if i%3 == 2 {
+			id := fmt.Sprintf("seedcall_%d", i)
+			add(toolrun.Message{Role: toolrun.RoleAssistant, Side: "a", ToolCalls: []toolrun.ToolCall{{ID: id, Name: "get_issue", Arguments: `{"number":1}`}}})
+			add(toolrun.Message{Role: toolrun.RoleTool, Side: "a", ToolCallID: id, Name: "get_issue", ToolStatus: toolrun.StatusSuccess, Content: fmt.Sprintf("issue for %d", i)})
+			continue
+		}
+		add(toolrun.Message{Role: toolrun.RoleAssistant, Side: "a", Content: fmt.Sprintf("answer %d", i)})
+	}
+	require.NoError(t, st.AppendMessages(ctx, thread, msgs...))
+}
+
+func windowWorld(t *testing.T, w toolrun.Window) (*world, string) {
+	p := triagePrompt()
+	p.History = w
+	wd := newWorld(t, p, toolrun.Side{})
+	id := wd.thread(t)
+	seedHistory(t, wd.rt.Store(), id, 30)
+	return wd, id
+}
+
+func TestWindowKeepsTheNewestMessagesAndNeverPartsCallsFromResults(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 10} {
+		w, id := windowWorld(t, toolrun.Window{Messages: n})
+		w.p.Add(scripted.Text("ok"))
+		_, err := w.rt.Send(context.Background(), id, "latest")
+		require.NoError(t, err)
+		msgs := w.p.LastRequest().Messages
+		require.NotEmpty(t, msgs, "n=%d", n)
+		assert.LessOrEqual(t, len(msgs), n, "n=%d: at most the window", n)
+		assert.Equal(t, "latest", msgs[len(msgs)-1].Content, "n=%d: the newest message is always sent", n)
+		for i, m := range msgs {
+			if m.Role == toolrun.RoleTool {
+				require.Greater(t, i, 0, "n=%d: a result without its call", n)
+				prev := msgs[i-1]
+				assert.True(t, prev.Role == toolrun.RoleTool || prev.Role == toolrun.RoleAssistant && len(prev.ToolCalls) > 0, "n=%d: result %d not after its call: %s", n, i, roles(msgs))
+			}
+			if m.Role == toolrun.RoleAssistant && len(m.ToolCalls) > 0 {
+				require.Less(t, i+1, len(msgs), "n=%d: a call without its result", n)
+				assert.Equal(t, toolrun.RoleTool, msgs[i+1].Role, "n=%d", n)
+			}
+		}
+	}
+}
+
+func TestWindowOfMessagesCountsWholeGroups(t *testing.T) {
+	// The seeded history ends: user "question 28", "answer 28", user
+	// "question 29", a call of get_issue, its result "issue for 29"; then
+	// the new message.
+	for n, want := range map[int][]string{
+		1: {"latest"},
+		2: {"latest"}, // the call and its result would be 3: they stay out whole
+		3: {"", "issue for 29", "latest"},
+		4: {"question 29", "", "issue for 29", "latest"},
+		5: {"answer 28", "question 29", "", "issue for 29", "latest"},
+	} {
+		w, id := windowWorld(t, toolrun.Window{Messages: n})
+		w.p.Add(scripted.Text("ok"))
+		_, err := w.rt.Send(context.Background(), id, "latest")
+		require.NoError(t, err)
+		assert.Equal(t, want, contents(w.p.LastRequest().Messages), "window of %d", n)
+	}
+}
+
+func TestWindowOfTokens(t *testing.T) {
+	w, id := windowWorld(t, toolrun.Window{Tokens: 30})
+	w.p.Add(scripted.Text("ok"))
+	_, err := w.rt.Send(context.Background(), id, "latest")
+	require.NoError(t, err)
+	msgs := w.p.LastRequest().Messages
+	total := 0
+	for _, m := range msgs {
+		total += toolrun.EstimateTokens(m)
+	}
+	assert.LessOrEqual(t, total, 30)
+	assert.Equal(t, "latest", msgs[len(msgs)-1].Content)
+	assert.Greater(t, len(msgs), 1)
+
+	// A newest message larger than the budget is sent anyway.
+	w2, id2 := windowWorld(t, toolrun.Window{Tokens: 5})
+	w2.p.Add(scripted.Text("ok"))
+	_, err = w2.rt.Send(context.Background(), id2, strings.Repeat("long ", 40))
+	require.NoError(t, err)
+	assert.Len(t, w2.p.LastRequest().Messages, 1)
+}
+
+func TestEstimateTokens(t *testing.T) {
+	assert.Equal(t, 4+2, toolrun.EstimateTokens(toolrun.Message{Content: "12345678"}))
+	assert.Equal(t, 4+3, toolrun.EstimateTokens(toolrun.Message{Content: "123456789"}), "rounded up")
+	assert.Equal(t, 4+2+256, toolrun.EstimateTokens(toolrun.Message{ToolCalls: []toolrun.ToolCall{{Name: "abcd", Arguments: "{\"\"}"}},
+		Attachments: []toolrun.AttachmentRef{{Path: "/attachments/a.png"}}}))
+}
+
+func TestWindowFilterSeesTheWindowAndDecidesWhatIsSent(t *testing.T) {
+	var seen []string
+	w, id := windowWorld(t, toolrun.Window{Messages: 3, Filter: func(ctx context.Context, threadID string, h []toolrun.Message) ([]toolrun.Message, error) {
+		seen = contents(h)
+		summary := toolrun.Message{Role: toolrun.RoleSystem, Content: fmt.Sprintf("(summary of earlier messages on %s)", threadID)}
+		return append([]toolrun.Message{summary}, h[len(h)-1]), nil
+	}})
+	w.p.Add(scripted.Text("ok"))
+	_, err := w.rt.Send(context.Background(), id, "latest")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "issue for 29", "latest"}, seen)
+	assert.Equal(t, []string{"(summary of earlier messages on " + id + ")", "latest"}, contents(w.p.LastRequest().Messages))
+
+	failing, id2 := windowWorld(t, toolrun.Window{Filter: func(context.Context, string, []toolrun.Message) ([]toolrun.Message, error) {
+		return nil, errors.New("summariser down")
+	}})
+	_, err = failing.rt.Send(context.Background(), id2, "latest")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "history filter: summariser down")
+	assert.Empty(t, failing.p.Requests(), "no request is made")
+}
+
+// countingStore counts the rows ListMessages returns.
+type countingStore struct {
+	toolrun.Store
+	rows int
+}
+
+func (s *countingStore) ListMessages(ctx context.Context, threadID string, q toolrun.MessageQuery) (toolrun.MessagePage, error) {
+	p, err := s.Store.ListMessages(ctx, threadID, q)
+	s.rows += len(p.Messages)
+	return p, err
+}
+
+// A turn reads what its requests and reply need, not the whole thread.
+func TestTurnReadsOnlyWhatItSends(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		chat    bool
+		window  int
+		maxRead int
+	}{
+		{"without chat", false, 0, 50},
+		{"with chat and a window of 10", true, 10, 120},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := triagePrompt()
+			p.IncludeChat, p.History = c.chat, toolrun.Window{Messages: c.window}
+			w := newWorld(t, p, toolrun.Side{})
+			cs := &countingStore{Store: toolrun.NewMemoryStore()}
+			w.rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: cs})
+			id := w.thread(t)
+			seedHistory(t, cs, id, 1000)
+			w.p.Add(scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 1})), scripted.Text("ok"))
+			cs.rows = 0
+			reply, err := w.rt.Send(context.Background(), id, "latest")
+			require.NoError(t, err)
+			assert.Equal(t, "user assistant+calls tool:get_issue assistant", roles(reply.Messages), "the reply holds what the turn stored")
+			assert.LessOrEqual(t, cs.rows, c.maxRead, "rows read for a turn on a 2,300-message thread")
+		})
+	}
+}
