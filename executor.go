@@ -142,8 +142,8 @@ type Outcome struct {
 // aborted the run (wrapping ErrAbort: its result is stored, the rest did not
 // run), or ctx ended (the calls after that point did not run).
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
-	unlock := e.locks.lock(threadID)
-	defer unlock()
+	lock := e.locks.lock(threadID)
+	defer e.locks.unlock(threadID, lock)
 	b, err := e.newBatch(ctx, threadID, &scope{tools: e.bare}, true)
 	if err != nil {
 		return nil, err

@@ -1,9 +1,21 @@
 package toolrun
 
-import "sync"
+import (
+	"hash/maphash"
+	"sync"
+)
 
-// keyedMutex serialises work per key without keeping a lock per key forever.
+// keyedMutex serialises work per key (a thread id) without keeping a lock
+// per key forever. The keys are spread over shards, so that locking
+// different threads does not contend on one mutex, and entries are reused,
+// so that taking a lock allocates nothing.
 type keyedMutex struct {
+	once   sync.Once
+	seed   maphash.Seed
+	shards [64]keyedShard
+}
+
+type keyedShard struct {
 	mu sync.Mutex
 	m  map[string]*keyedEntry
 }
@@ -13,26 +25,39 @@ type keyedEntry struct {
 	refs int
 }
 
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
+var keyedEntries = sync.Pool{New: func() any { return new(keyedEntry) }}
+
+// lock locks key and returns what unlock needs.
+func (k *keyedMutex) lock(key string) *keyedEntry {
+	k.once.Do(func() { k.seed = maphash.MakeSeed() })
+	sh := k.shard(key)
+	sh.mu.Lock()
+	if sh.m == nil {
+		sh.m = map[string]*keyedEntry{}
 	}
-	en := k.m[key]
+	en := sh.m[key]
 	if en == nil {
-		en = &keyedEntry{}
-		k.m[key] = en
+		en = keyedEntries.Get().(*keyedEntry)
+		sh.m[key] = en
 	}
 	en.refs++
-	k.mu.Unlock()
+	sh.mu.Unlock()
 	en.mu.Lock()
-	return func() {
-		en.mu.Unlock()
-		k.mu.Lock()
-		en.refs--
-		if en.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
+	return en
+}
+
+// unlock unlocks key, which lock returned en for.
+func (k *keyedMutex) unlock(key string, en *keyedEntry) {
+	en.mu.Unlock()
+	sh := k.shard(key)
+	sh.mu.Lock()
+	if en.refs--; en.refs == 0 {
+		delete(sh.m, key)
+		keyedEntries.Put(en)
 	}
+	sh.mu.Unlock()
+}
+
+func (k *keyedMutex) shard(key string) *keyedShard {
+	return &k.shards[maphash.String(k.seed, key)%uint64(len(k.shards))]
 }

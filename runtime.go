@@ -343,8 +343,8 @@ func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *
 	if err := rt.checkDefinitions(); err != nil {
 		return nil, err
 	}
-	unlock := rt.turns.lock(threadID)
-	defer unlock()
+	lock := rt.turns.lock(threadID)
+	defer rt.turns.unlock(threadID, lock)
 	if rt.locker != nil {
 		st, release, err := rt.locker.AcquireThread(ctx, threadID, rt.owner)
 		if err != nil {

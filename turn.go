@@ -209,17 +209,16 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if err := ctx.Err(); err != nil {
 			return turnResult{}, err
 		}
-		if steps > 0 {
-			if fresh, err := rt.store.GetThread(ctx, th.ID); err == nil && !fresh.TerminatedAt.IsZero() {
-				th.TerminatedAt = fresh.TerminatedAt
-				return turnResult{stop: StopStopped, text: lastText}, nil
-			}
-		}
 		// The offered tools are worked out for every request: the lifecycle
 		// tools depend on the child registry, which the last batch may have changed.
 		b, tools, err := rt.prepare(ctx, ts)
 		if err != nil {
 			return turnResult{}, err
+		}
+		if steps > 0 && !b.thread.TerminatedAt.IsZero() {
+			// Terminated while the turn ran (the batch read the record fresh).
+			th.TerminatedAt = b.thread.TerminatedAt
+			return turnResult{stop: StopStopped, text: lastText}, nil
 		}
 		req, err := rt.buildRequest(ctx, ts, tools)
 		if err != nil {
