@@ -89,3 +89,57 @@ func BenchmarkBaselineJSON(b *testing.B) {
 		}
 	}
 }
+
+// weatherArgs is the 3-field struct of the performance issue's figures.
+type weatherArgs struct {
+	City  string `json:"city"`
+	Days  int    `json:"days"`
+	Units string `json:"units"`
+}
+
+const weatherJSON = `{"city":"Berlin","days":3,"units":"metric"}`
+
+func weather(ctx context.Context, s toolrun.ThreadState, a weatherArgs) (toolrun.Result, error) {
+	return toolrun.Text(a.City), nil
+}
+
+// BenchmarkCall3 is one validated call of a 3-field typed tool through
+// Executor.Run on the memory store: the figure the performance targets
+// compare with BenchmarkCall3Baseline, measured in the same run.
+func BenchmarkCall3(b *testing.B) {
+	reg := toolrun.NewRegistry(nil)
+	if err := reg.Register(&toolrun.Func[weatherArgs]{Name: "weather", Execute: weather}); err != nil {
+		b.Fatal(err)
+	}
+	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
+	ctx := context.Background()
+	calls := make([][]toolrun.ToolCall, b.N)
+	for i := range calls {
+		calls[i] = []toolrun.ToolCall{{ID: "call_" + strconv.Itoa(i), Name: "weather", Arguments: weatherJSON}}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		out, err := ex.Run(ctx, "bench", calls[i])
+		if err != nil || out[0].Message.Content != "Berlin" {
+			b.Fatalf("unexpected outcome: %v %+v", err, out)
+		}
+	}
+}
+
+// BenchmarkCall3Baseline is what the call costs with plain encoding/json:
+// unmarshal the arguments, call the tool, marshal the result.
+func BenchmarkCall3Baseline(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var a weatherArgs
+		if err := json.Unmarshal([]byte(weatherJSON), &a); err != nil {
+			b.Fatal(err)
+		}
+		res, _ := weather(ctx, nil, a)
+		if _, err := json.Marshal(res); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -50,7 +50,12 @@ func (e *Executor) invoke(ctx context.Context, b *batch, caller *callState, h *h
 	if missing := e.missingVariables(b, h.variables); len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	return h.run(ctx, &call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID})
+	c := &call{}
+	if caller == nil {
+		c = &b.callBuf // a batch's calls run one at a time
+	}
+	*c = call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID}
+	return h.run(ctx, c)
 }
 
 func missingVariablesResult(missing []string) Result {

@@ -60,7 +60,7 @@ type Executor struct {
 	locks   *keyedMutex
 	tracer  trace.Tracer
 	maxNest int
-	bare    *toolset // what the calls of a bare batch resolve to
+	bare    *scope // the scope of bare batches: the registry's function tools
 }
 
 // NewExecutor returns an executor of the tools registered in reg.
@@ -69,7 +69,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		opts = &ExecutorOptions{}
 	}
 	e := &Executor{reg: reg, store: records{opts.Store}, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner,
-		tracer: tracerOf(opts.TracerProvider), ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting, bare: registryTools(reg)}
+		tracer: tracerOf(opts.TracerProvider), ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting, bare: &scope{tools: registryTools(reg)}}
 	if e.maxNest <= 0 {
 		e.maxNest = DefaultMaxNesting
 	}
@@ -144,7 +144,7 @@ type Outcome struct {
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
 	lock := e.locks.lock(threadID)
 	defer e.locks.unlock(threadID, lock)
-	b, err := e.newBatch(ctx, threadID, &scope{tools: e.bare}, true)
+	b, err := e.newBatch(ctx, threadID, e.bare, true)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) (
 // function tools. The env is read when State is called; SetEnv through the
 // state updates it. It is safe for concurrent use.
 func (e *Executor) State(ctx context.Context, threadID string) (ThreadState, error) {
-	b, err := e.newBatch(ctx, threadID, &scope{tools: e.bare}, true)
+	b, err := e.newBatch(ctx, threadID, e.bare, true)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +209,11 @@ type batch struct {
 	started  map[string]bool // calls whose tool_call_started already fired
 	resultID string          // id the running call's result message will get
 	obs      observe.Observer
+	// Room for a short batch, so that it allocates nothing more: its
+	// queue, its outcomes, the call its handler runs.
+	queueBuf [4]pending
+	outBuf   [2]Outcome
+	callBuf  call
 }
 
 type pending struct {
@@ -253,11 +258,17 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
 	}
 	b.mu.Lock()
+	if b.queue == nil {
+		b.queue = b.queueBuf[:0]
+	}
 	for _, c := range calls {
 		b.queue = append(b.queue, pending{call: c, fresh: fresh})
 	}
 	b.mu.Unlock()
-	outcomes := make([]Outcome, 0, len(calls))
+	outcomes := b.outBuf[:0]
+	if len(calls) > len(b.outBuf) {
+		outcomes = make([]Outcome, 0, len(calls))
+	}
 	for i := 0; ; i++ {
 		b.mu.Lock()
 		if i >= len(b.queue) {

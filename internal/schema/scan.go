@@ -203,7 +203,11 @@ func (s *scanner) checkNumber(n *fastNode, f float64) bool {
 	if f == math.Trunc(f) && !math.IsInf(f, 0) {
 		bit |= tInt
 	}
-	if !s.checkScalar(n, bit, f) {
+	if n.types != 0 && n.types&bit == 0 {
+		return false
+	}
+	// The value is boxed only when an enum or a const needs it.
+	if (n.enum != nil || n.hasConst) && !s.checkScalar(n, bit, f) {
 		return false
 	}
 	return !(n.min != nil && f < *n.min || n.max != nil && f > *n.max ||
