@@ -36,6 +36,11 @@ type compiled struct {
 	smapOnce sync.Once
 	smap     *sourceMap
 
+	featOnce sync.Once
+	feat     bundleFeatures
+	genOnce  sync.Once
+	hasGen   bool // set by the first parse (see hasGenerator)
+
 	// dropProg is set when the cache holding the bundle cannot afford its
 	// goja program: each run then parses the code again.
 	dropProg atomic.Bool
@@ -55,6 +60,34 @@ func (c *compiled) sourceMap() *sourceMap {
 		}
 	})
 	return c.smap
+}
+
+// bundleFeatures are what a bundle's text says about the syntax it uses,
+// erring on the side of yes.
+type bundleFeatures struct {
+	asyncWrapper bool // the bundle's function is async (top-level await)
+	mayAsync     bool // async functions may exist: the text has "async" or a \u escape
+	mayGenerator bool // generator functions exist: the syntax tree has one
+}
+
+// features returns the bundle's features; call it after program.
+func (c *compiled) features() bundleFeatures {
+	c.featOnce.Do(func() {
+		// A generator needs a '*' (a punctuator has no escaped form): without
+		// one the tree need not be asked.
+		c.genOnce.Do(func() {
+			if strings.Contains(c.code, "*") {
+				// Not parsed yet (cannot happen: program runs first).
+				c.hasGen = true
+			}
+		})
+		c.feat = bundleFeatures{
+			asyncWrapper: strings.HasPrefix(c.code, "(async "),
+			mayAsync:     strings.Contains(c.code, "async") || strings.Contains(c.code, `\u`),
+			mayGenerator: c.hasGen,
+		}
+	})
+	return c.feat
 }
 
 // progCostFactor estimates the memory of a goja program as a multiple of
@@ -502,7 +535,15 @@ func compile(req *compileRequest) (*compiled, *Error) {
 	} else {
 		body += "\n" + ret
 	}
-	code := "(async function(" + importsGlobal + "){\"use strict\";\n" + body + "\n})"
+	// The bundle runs inside a function so that the entry's namespace can
+	// be returned; an async one only when the code awaits at top level
+	// (the text has "await"), as async functions and promises cost more
+	// than the rest of a realm.
+	wrap := "(function("
+	if strings.Contains(body, "await") {
+		wrap = "(async function("
+	}
+	code := wrap + importsGlobal + "){\"use strict\";\n" + body + "\n})"
 
 	var mapSources struct {
 		Sources []string `json:"sources"`

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/parser"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
@@ -85,25 +87,36 @@ type engine struct {
 const defaultMaxStack = 10000
 
 var (
-	protosOnce sync.Once
-	protosProg *goja.Program
+	protosOnce     sync.Once
+	asyncProtoProg *goja.Program
+	genProtoProg   *goja.Program
 )
 
-// dynamicProtos evaluates to functions whose prototypes are
-// AsyncFunction.prototype and GeneratorFunction.prototype.
-func dynamicProtos() *goja.Program {
+// protoPrograms returns programs that evaluate to an async function and to
+// a generator function, whose prototypes are AsyncFunction.prototype and
+// GeneratorFunction.prototype.
+func protoPrograms() (async, gen *goja.Program) {
 	protosOnce.Do(func() {
-		protosProg = goja.MustCompile("intrinsics.js", "[async function(){}, function*(){}]", true)
+		asyncProtoProg = goja.MustCompile("intrinsics.js", "(async function(){})", true)
+		genProtoProg = goja.MustCompile("intrinsics.js", "(function*(){})", true)
 	})
-	return protosProg
+	return asyncProtoProg, genProtoProg
 }
 
 const dynamicCodeMsg = "Dynamic code loading is disabled"
 
-// disableDynamicCode replaces every entry point to the Function,
-// AsyncFunction and GeneratorFunction constructors and eval with throwers
-// of EvalError, before any user code runs. (goja has no async generators.)
-func (e *engine) disableDynamicCode() error {
+// lockDown replaces every entry point to the Function, AsyncFunction and
+// GeneratorFunction constructors and eval with throwers of EvalError,
+// before any user code runs. (goja has no async generators.) wrapper is the
+// bundle's function, not yet called.
+//
+// AsyncFunction and GeneratorFunction are reachable only from async and
+// generator function objects, which only code with that syntax creates
+// (no builtin returns one), so a bundle without it does not need them
+// locked (see compiled.features); creating them costs more than the rest
+// of a realm. An async wrapper is itself an async function and gives
+// AsyncFunction.prototype.
+func (e *engine) lockDown(wrapper *goja.Object) error {
 	rt := e.rt
 	g := rt.GlobalObject()
 	throwEval := func() {
@@ -126,13 +139,23 @@ func (e *engine) disableDynamicCode() error {
 		return err
 	}
 	protos := []*goja.Object{fnProto}
-	v, err := rt.RunProgram(dynamicProtos())
-	if err != nil {
-		return err
+	f := e.job.code.features()
+	asyncProg, genProg := protoPrograms()
+	if f.asyncWrapper {
+		protos = append(protos, wrapper.Prototype())
+	} else if f.mayAsync {
+		v, err := rt.RunProgram(asyncProg)
+		if err != nil {
+			return err
+		}
+		protos = append(protos, v.ToObject(rt).Prototype())
 	}
-	arr := v.ToObject(rt)
-	for _, i := range []string{"0", "1"} {
-		protos = append(protos, arr.Get(i).ToObject(rt).Prototype())
+	if f.mayGenerator {
+		v, err := rt.RunProgram(genProg)
+		if err != nil {
+			return err
+		}
+		protos = append(protos, v.ToObject(rt).Prototype())
 	}
 	for _, p := range protos {
 		if err := p.DefineDataProperty("constructor", thrower, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
@@ -142,21 +165,17 @@ func (e *engine) disableDynamicCode() error {
 	if err := g.DefineDataProperty("Function", thrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
 		return err
 	}
-	evalThrower := rt.ToValue(func(goja.FunctionCall) goja.Value {
-		throwEval()
-		return nil
-	}).(*goja.Object)
-	_ = evalThrower.DefineDataProperty("name", rt.ToValue("eval"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE)
-	return g.DefineDataProperty("eval", evalThrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	// eval is the same thrower: one function object less per realm.
+	return g.DefineDataProperty("eval", thrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 }
 
 // program returns the compiled goja program for c, compiling it once (or
 // every time, once dropProgram was called).
 func (c *compiled) program() (*goja.Program, error) {
 	if c.dropProg.Load() {
-		return parseProgram(c.code)
+		return c.parseProgram()
 	}
-	c.progOnce.Do(func() { c.prog, c.progErr = parseProgram(c.code) })
+	c.progOnce.Do(func() { c.prog, c.progErr = c.parseProgram() })
 	return c.prog, c.progErr
 }
 
@@ -167,12 +186,55 @@ func (c *compiled) dropProgram() {
 	c.prog = nil
 }
 
-func parseProgram(code string) (*goja.Program, error) {
-	ast, err := goja.Parse(bundleName, code, parser.WithDisableSourceMaps)
+// parseProgram parses and compiles the bundle; the first time, it also
+// records from the syntax tree whether the bundle has generator functions.
+func (c *compiled) parseProgram() (*goja.Program, error) {
+	tree, err := goja.Parse(bundleName, c.code, parser.WithDisableSourceMaps)
 	if err != nil {
 		return nil, err
 	}
-	return goja.CompileAST(ast, false)
+	c.genOnce.Do(func() {
+		// A generator needs a '*' (a punctuator has no escaped form).
+		c.hasGen = strings.Contains(c.code, "*") && hasGenerator(reflect.ValueOf(tree))
+	})
+	return goja.CompileAST(tree, false)
+}
+
+var astPkg = reflect.TypeOf(ast.Program{}).PkgPath()
+
+// hasGenerator reports whether the syntax tree under v holds a generator
+// function (a function literal with Generator set: declarations,
+// expressions and methods all are). It walks every field of every node of
+// goja's ast package by reflection, so no kind of node is left out.
+func hasGenerator(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return false
+		}
+		if v.Kind() == reflect.Pointer {
+			if fl, ok := v.Interface().(*ast.FunctionLiteral); ok && fl.Generator {
+				return true
+			}
+		}
+		return hasGenerator(v.Elem())
+	case reflect.Struct:
+		if v.Type().PkgPath() != astPkg {
+			return false // positions, files, source maps: not syntax
+		}
+		for i := 0; i < v.NumField(); i++ {
+			if hasGenerator(v.Field(i)) {
+				return true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			if hasGenerator(v.Index(i)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func newEngine(job *engineJob, host engineHost) *engine {
@@ -273,13 +335,12 @@ func (e *engine) run() (out *outcome) {
 		ms = defaultMaxStack
 	}
 	rt.SetMaxCallStackSize(ms)
-	if err := e.setup(); err != nil {
-		return e.failure(err)
-	}
 	prog, err := e.job.code.program()
 	if err != nil {
 		return &outcome{status: StatusLinkError, err: capError(&Error{Name: "SyntaxError", Message: safefmt.Error(err)})}
 	}
+	// The program only evaluates the bundle's function; the code runs
+	// when it is called, after setup.
 	wrapper, err := rt.RunProgram(prog)
 	if err != nil {
 		return e.failure(err)
@@ -287,6 +348,9 @@ func (e *engine) run() (out *outcome) {
 	fn, ok := goja.AssertFunction(wrapper)
 	if !ok {
 		return &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: "sandbox: bundle is not a function"}}
+	}
+	if err := e.setup(wrapper.(*goja.Object)); err != nil {
+		return e.failure(err)
 	}
 	importsObj := rt.NewObject()
 	for _, spec := range sortedKeys(e.job.imports) {
@@ -301,18 +365,21 @@ func (e *engine) run() (out *outcome) {
 		}
 		_ = importsObj.Set(spec, ns)
 	}
-	pv, err := fn(goja.Undefined(), importsObj)
+	nv, err := fn(goja.Undefined(), importsObj)
 	if err != nil {
 		return e.failure(err)
 	}
-	p := pv.Export().(*goja.Promise)
-	if err := e.await(p); err != nil {
-		return e.failure(err)
+	if p, ok := nv.Export().(*goja.Promise); ok {
+		// An async wrapper (the bundle awaits at top level).
+		if err := e.await(p); err != nil {
+			return e.failure(err)
+		}
+		if p.State() == goja.PromiseStateRejected {
+			return e.rejected(p.Result())
+		}
+		nv = p.Result()
 	}
-	if p.State() == goja.PromiseStateRejected {
-		return e.rejected(p.Result())
-	}
-	ns, ok := p.Result().(*goja.Object)
+	ns, ok := nv.(*goja.Object)
 	if !ok {
 		return &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: "sandbox: no module namespace"}}
 	}
@@ -333,20 +400,31 @@ func (e *engine) run() (out *outcome) {
 	} else if len(e.job.args) > 0 {
 		return &outcome{status: StatusError, err: &Error{Name: "TypeError", Message: fmt.Sprintf("Export %q is not a function, so it cannot be called with args", entry)}}
 	}
-	p2, resolveResult, _ := rt.NewPromise()
-	if err := resolveResult(result); err != nil {
-		return e.failure(err)
-	}
-	if err := e.await(p2); err != nil {
-		return e.failure(err)
+	// The result is awaited: a promise directly, another object through a
+	// promise resolved with it (it may be a thenable); a primitive is the
+	// value itself.
+	if obj, ok := result.(*goja.Object); ok {
+		p, isPromise := obj.Export().(*goja.Promise)
+		if !isPromise {
+			var resolve func(any) error
+			p, resolve, _ = rt.NewPromise()
+			if err := resolve(result); err != nil {
+				return e.failure(err)
+			}
+		}
+		if err := e.await(p); err != nil {
+			return e.failure(err)
+		}
+		if p.State() == goja.PromiseStateRejected {
+			e.settled = true
+			return e.rejected(p.Result())
+		}
+		result = p.Result()
 	}
 	e.settled = true
-	if p2.State() == goja.PromiseStateRejected {
-		return e.rejected(p2.Result())
-	}
 	var val any
 	var xerr error
-	if ex := rt.Try(func() { val, _, xerr = e.export(p2.Result(), maxTransferBytes) }); ex != nil {
+	if ex := rt.Try(func() { val, _, xerr = e.export(result, maxTransferBytes) }); ex != nil {
 		return e.rejected(ex.Value())
 	}
 	if errors.Is(xerr, errTooLarge) {
@@ -567,25 +645,34 @@ func presentIsolatedGlobals() []string {
 	return presentIsolated
 }
 
-func (e *engine) setup() error {
+// setup prepares the realm before the bundle's function is called: the
+// host globals removed, dynamic code locked down, console, report and the
+// globals option defined.
+func (e *engine) setup(wrapper *goja.Object) error {
 	rt := e.rt
 	g := rt.GlobalObject()
 	e.objectProto = g.Prototype()
 	for _, name := range presentIsolatedGlobals() {
 		_ = g.Delete(name)
 	}
-	if err := e.disableDynamicCode(); err != nil {
+	if err := e.lockDown(wrapper); err != nil {
 		return err
 	}
-	console := rt.NewObject()
-	for _, level := range []string{"log", "info", "warn", "error", "debug", "trace"} {
-		level := level
-		_ = console.Set(level, func(call goja.FunctionCall) goja.Value {
-			e.consoleLog(level, call.Arguments)
-			return goja.Undefined()
-		})
-	}
-	_ = g.DefineDataProperty("console", console, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	// console is made on first use: most runs never log, and its six
+	// functions cost more than the accessor that makes them. The accessor
+	// replaces itself with a plain data property on first get or set.
+	var lazy *goja.Object
+	lazy = rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		var v goja.Value
+		if len(call.Arguments) > 0 {
+			v = call.Arguments[0] // assignment: console = v
+		} else {
+			v = e.newConsole()
+		}
+		_ = g.DefineDataProperty("console", v, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+		return v
+	}).(*goja.Object)
+	_ = g.DefineAccessorProperty("console", lazy, lazy, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	if e.job.report {
 		_ = g.DefineDataProperty("report", rt.ToValue(func(call goja.FunctionCall) goja.Value {
 			e.doReport(call.Argument(0))
@@ -600,6 +687,19 @@ func (e *engine) setup() error {
 		_ = g.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 	}
 	return nil
+}
+
+var consoleLevels = []string{"log", "info", "warn", "error", "debug", "trace"}
+
+func (e *engine) newConsole() *goja.Object {
+	console := e.rt.NewObject()
+	for _, level := range consoleLevels {
+		_ = console.Set(level, func(call goja.FunctionCall) goja.Value {
+			e.consoleLog(level, call.Arguments)
+			return goja.Undefined()
+		})
+	}
+	return console
 }
 
 func (e *engine) consoleLog(level string, args []goja.Value) {

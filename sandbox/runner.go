@@ -310,13 +310,27 @@ type Run struct {
 	term        func(*outcome)
 	pendingTerm *outcome
 
-	ctx    context.Context // for host calls; cancelled at settlement
-	cancel context.CancelFunc
+	ctx      context.Context // for host calls, made on first use; cancelled at settlement
+	cancel   context.CancelFunc
+	onSettle []func() // stop the run's timer and context watch
 }
 
 func newRun(onReport func(any)) *Run {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Run{done: make(chan struct{}), start: time.Now(), onReport: onReport, ctx: ctx, cancel: cancel}
+	return &Run{done: make(chan struct{}), start: time.Now(), onReport: onReport}
+}
+
+// hostContext returns the context host functions of the run get; it ends
+// when the run settles.
+func (r *Run) hostContext() context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil {
+		r.ctx, r.cancel = context.WithCancel(context.Background())
+		if r.settled {
+			r.cancel()
+		}
+	}
+	return r.ctx
 }
 
 // Done returns a channel closed when the run has settled.
@@ -455,9 +469,28 @@ func (r *Run) settle(o *outcome) {
 		res.Logs = []LogEntry{}
 	}
 	r.result = res
+	cancel, onSettle := r.cancel, r.onSettle
 	r.mu.Unlock()
-	r.cancel()
+	if cancel != nil {
+		cancel()
+	}
+	for _, f := range onSettle {
+		f()
+	}
 	close(r.done)
+}
+
+// whenSettled arranges for f to be called when the run settles (at once
+// when it has).
+func (r *Run) whenSettled(f func()) {
+	r.mu.Lock()
+	if !r.settled {
+		r.onSettle = append(r.onSettle, f)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	f()
 }
 
 // cappedOutcome returns o with its error's texts cut to their limits
@@ -646,20 +679,17 @@ func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 		t := time.AfterFunc(p.timeout, func() {
 			run.Terminate(fmt.Sprintf("Code execution timed out after %s", p.timeout))
 		})
-		go func() { <-run.done; t.Stop() }()
+		run.whenSettled(func() { t.Stop() })
 	}
 	if ctx != nil && ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				msg := "Code execution terminated"
-				if c := context.Cause(ctx); c != nil {
-					msg = "Code execution terminated: " + c.Error()
-				}
-				run.Terminate(msg)
-			case <-run.done:
+		stop := context.AfterFunc(ctx, func() {
+			msg := "Code execution terminated"
+			if c := context.Cause(ctx); c != nil {
+				msg = "Code execution terminated: " + c.Error()
 			}
-		}()
+			run.Terminate(msg)
+		})
+		run.whenSettled(func() { stop() })
 	}
 	return run
 }
@@ -831,7 +861,7 @@ func invokeHost(r *Run, fn HostFunc, args []any) (res any, herr *Error) {
 			res, herr = nil, capError(&Error{Name: "Error", Message: "host function panicked: " + safefmt.Sprint(p)})
 		}
 	}()
-	v, err := fn(r.ctx, args)
+	v, err := fn(r.hostContext(), args)
 	if err != nil {
 		return nil, hostError(err)
 	}
@@ -903,10 +933,7 @@ func (r *Runner) runInProcess(run *Run, p *prepared) {
 		// place: the code must not start.
 		return
 	}
-	goEngine(func() {
-		o := eng.run()
-		run.settle(o)
-	})
+	goEngine(func() { run.settle(eng.run()) })
 }
 
 // engineGoroutines hands in-process runs to idle goroutines whose stacks

@@ -501,6 +501,11 @@ func TestIsolation(t *testing.T) {
 			"Object.getPrototypeOf(async function*(){}).constructor('yield 1')",
 			"Object.getPrototypeOf(function(){}).constructor('return 1')()",
 			"Reflect.construct(Function, ['return 1'])",
+			"({*g(){}}).g.constructor('yield 1')",
+			"(class { static *g(){} }).g.constructor('yield 1')",
+			"({async m(){}}).m.constructor('return 1')",
+			"(class { async m(){} }).prototype.m.constructor('return 1')",
+			"Object.getPrototypeOf(async () => {}).constructor('return 1')",
 			"eval('1+1')",
 			"(0, eval)('1+1')",
 			"globalThis.eval('1')",
@@ -508,6 +513,14 @@ func TestIsolation(t *testing.T) {
 			res := runCode(t, r, "export default () => { try { return "+expr+"; } catch (e: any) { return e.name + ': ' + e.message; } }", nil)
 			requireStatus(t, res, StatusSuccess)
 			assert.Equal(t, "EvalError: Dynamic code loading is disabled", res.Value, expr)
+		}
+		// A keyword written with an escape is not a way around the lockdown:
+		// it is either refused or locked down like the plain keyword.
+		res = runCode(t, r, "export default () => { try { return (\\u0061sync () => 1).constructor('return 1'); } catch (e: any) { return e.name + ': ' + e.message; } }", &Options{Language: LanguageJavaScript})
+		if res.Status == StatusSuccess {
+			assert.Equal(t, "EvalError: Dynamic code loading is disabled", res.Value)
+		} else {
+			requireStatus(t, res, StatusLinkError)
 		}
 		res = runCode(t, r, `async function* gen() { yield 1; await null; yield 2; }
 export default async () => {
