@@ -284,14 +284,15 @@ func (w *workerProc) violation(msg string) {
 }
 
 // handoffDelay is how long a bridged call may run on the goroutine reading
-// the worker's frames before another goroutine takes over the reading.
-const handoffDelay = 200 * time.Microsecond
+// the worker's frames before another goroutine takes over the reading
+// (checked every handoffDelay, so it happens within twice that).
+const handoffDelay = time.Millisecond
 
 // readLoop reads the worker's frames. One goroutine reads at a time. A
 // bridged call that arrives alone is served by the reader itself, so its
 // result goes back without a goroutine hand-off; if it runs longer than
-// handoffDelay, a new goroutine takes over reading, so calls still run
-// concurrently (a call waiting for another call is served). Calls that
+// handoffDelay (1–2 ms), a new goroutine takes over reading, so calls
+// still run concurrently (a call waiting for another call is served). Calls that
 // arrive together (a batch the code made in one turn) each get a
 // goroutine. Results are queued and written together before the reader
 // waits for more. A frame over its limit or malformed ends the worker.
@@ -354,19 +355,87 @@ func (wr *workerRun) admitCall(f *frame) string {
 // longer than handoffDelay another goroutine takes over reading. It
 // reports whether this goroutine still holds the reading role.
 func (w *workerProc) serveInline(fr *frameReader, wr *workerRun, f *frame) bool {
-	var handed atomic.Bool
-	t := time.AfterFunc(handoffDelay, func() {
-		if handed.CompareAndSwap(false, true) {
-			go w.readLoop(fr)
-		}
-	})
+	s := &inlineServe{w: w, fr: fr, since: time.Now()}
+	inline.add(s)
 	w.serveCall(wr, f, true)
-	t.Stop()
-	if handed.CompareAndSwap(false, true) {
+	inline.remove(s)
+	if s.handed.CompareAndSwap(false, true) {
 		return true
 	}
 	_ = w.out.flush()
 	return false
+}
+
+// inlineServe is a bridged call being served on a reading goroutine.
+type inlineServe struct {
+	w      *workerProc
+	fr     *frameReader
+	since  time.Time
+	handed atomic.Bool // the reading role has passed to another goroutine
+}
+
+// inlineServes watches the calls served on reading goroutines and hands
+// reading over to a new goroutine for those that run longer than
+// handoffDelay. One watcher goroutine ticks while there are such calls
+// (and a while after), so a call costs two map operations instead of a
+// timer, whose arming woke the runtime's poller on every call. It is safe
+// for concurrent use.
+type inlineServes struct {
+	mu       sync.Mutex
+	set      map[*inlineServe]struct{}
+	watching bool
+}
+
+var inline = inlineServes{set: map[*inlineServe]struct{}{}}
+
+func (is *inlineServes) add(s *inlineServe) {
+	is.mu.Lock()
+	is.set[s] = struct{}{}
+	start := !is.watching
+	is.watching = true
+	is.mu.Unlock()
+	if start {
+		go is.watch()
+	}
+}
+
+func (is *inlineServes) remove(s *inlineServe) {
+	is.mu.Lock()
+	delete(is.set, s)
+	is.mu.Unlock()
+}
+
+// watch ticks every handoffDelay until nothing was served inline for 100
+// ticks.
+func (is *inlineServes) watch() {
+	idle := 0
+	for {
+		time.Sleep(handoffDelay)
+		now := time.Now()
+		is.mu.Lock()
+		if len(is.set) == 0 {
+			if idle++; idle >= 100 {
+				is.watching = false
+				is.mu.Unlock()
+				return
+			}
+		} else {
+			idle = 0
+		}
+		var long []*inlineServe
+		for s := range is.set {
+			if now.Sub(s.since) >= handoffDelay {
+				long = append(long, s)
+				delete(is.set, s)
+			}
+		}
+		is.mu.Unlock()
+		for _, s := range long {
+			if s.handed.CompareAndSwap(false, true) {
+				go s.w.readLoop(s.fr)
+			}
+		}
+	}
 }
 
 // serveCall runs a bridged host function and sends its result (only

@@ -118,3 +118,30 @@ func TestMaxWorkersQueuesRuns(t *testing.T) {
 	r.pool.mu.Unlock()
 	assert.LessOrEqual(t, live, 3, "at most MaxWorkers busy plus the warm pool")
 }
+
+// TestBlockingHostCallDoesNotStopReading has a host function that blocks
+// until a second call arrives in a later frame: the goroutine serving the
+// first call reads frames, so another one must take over reading.
+func TestBlockingHostCallDoesNotStopReading(t *testing.T) {
+	_, wk := runners()
+	bCalled := make(chan struct{})
+	res := runCode(t, wk, `import {a, b} from 'h';
+export default async () => {
+  const pa = a();
+  const t = Date.now();
+  while (Date.now() - t < 20) {} // a goes out alone, before b is made
+  return [await b(), await pa];
+}`, &Options{Timeout: 20 * time.Second, Imports: map[string]map[string]any{"h": {
+		"a": HostFunc(func(ctx context.Context, args []any) (any, error) {
+			select {
+			case <-bCalled:
+				return "a", nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}),
+		"b": HostFunc(func(ctx context.Context, args []any) (any, error) { close(bCalled); return "b", nil }),
+	}}})
+	requireStatus(t, res, StatusSuccess)
+	assert.Equal(t, []any{"b", "a"}, res.Value)
+}
