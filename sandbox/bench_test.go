@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -91,6 +92,31 @@ func BenchmarkUncachedTypeScriptCompile(b *testing.B) {
 		}
 	}
 }
+
+// benchUncached runs a source that is not in the cache each op: the
+// compile in a worker process (esbuild, then goja's check), the bundle's
+// trip back to the host and the run.
+func benchUncached(b *testing.B, mode Mode) {
+	r := New(&RunnerOptions{Mode: mode, PoolSize: 2})
+	defer r.Close()
+	opts := &Options{
+		Modules: map[string]string{"./lib/math.ts": "export const scale = (n: number, f: number): number => n * f;"},
+		Execute: &Execute{Args: []any{[]any{map[string]any{"name": "a", "qty": 2}}, 3}},
+	}
+	benchRun(b, r, tsBench+"\n// warm", opts)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		benchRun(b, r, tsBench+"\n// "+strconv.Itoa(i), opts)
+	}
+}
+
+// BenchmarkUncachedTypeScriptRunInProcess is an in-process run of a source
+// not seen before (compiled in a worker).
+func BenchmarkUncachedTypeScriptRunInProcess(b *testing.B) { benchUncached(b, ModeInProcess) }
+
+// BenchmarkUncachedTypeScriptRunWorker is the same in worker mode (compiled
+// on the worker that runs it).
+func BenchmarkUncachedTypeScriptRunWorker(b *testing.B) { benchUncached(b, ModeWorker) }
 
 func benchBridge(b *testing.B, mode Mode) {
 	r := New(&RunnerOptions{Mode: mode, PoolSize: 1})

@@ -69,14 +69,17 @@ func (p *workerPool) get() (*workerProc, error) {
 	}
 }
 
-// refill starts a worker in the background when none is idle or starting,
-// so that the next run does not wait for a process start. Workers return
-// to the pool after their run, so the pool settles at PoolSize idle workers
-// without churn.
+// refill starts a worker in the background when none is idle or starting
+// and fewer than PoolSize are alive, so that the next run does not wait
+// for a process start. Workers return to the pool after their run, so the
+// pool settles at PoolSize workers without churn. (Starting one whenever
+// none was idle made a pool of one start a process per run and stop it
+// when the busy one came back.) Runs beyond PoolSize at once start their
+// workers as they come.
 func (p *workerPool) refill() {
 	p.mu.Lock()
 	need := 0
-	if len(p.idle)+p.spawning == 0 {
+	if len(p.idle)+p.spawning == 0 && len(p.live)+p.spawning < p.opts.PoolSize {
 		need = 1
 	}
 	if p.closed || need <= 0 {
