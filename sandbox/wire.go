@@ -31,6 +31,11 @@ import (
 // code only when the host does not know the worker to hold it; a worker
 // that does not answers need, and the host sends the run again with code.
 //
+// Frames are queued and written together (see frameWriter): the calls,
+// reports and logs of one turn of the code go out in one write when the
+// engine waits (or after 1 ms of computing), and results of calls that
+// finish together go back in one write.
+//
 // A worker runs one run at a time, on the goroutine that reads stdin: while
 // the run waits for bridged results it reads them itself. Terminate frames
 // are sent twice: on a control pipe (file descriptor 3, announced by
