@@ -114,7 +114,7 @@ func (rt *Runtime) copyAttachments(ctx context.Context, from, to string, refs []
 			rt.log.WarnContext(ctx, "toolrun: copying an attachment", "from", from, "to", to, "path", src, "error", err)
 			continue
 		}
-		out = append(out, AttachmentRef{ID: newID("att"), Type: "file", Path: dst, Name: name, MimeType: mime, Size: ni.Size,
+		out = append(out, AttachmentRef{ID: newRecordID("att"), Type: "file", Path: dst, Name: name, MimeType: mime, Size: ni.Size,
 			Width: r.Width, Height: r.Height, Description: r.Description})
 	}
 	return out
@@ -135,7 +135,7 @@ func (e *Executor) writeAttachment(ctx context.Context, threadID string, a Attac
 	if err != nil {
 		return AttachmentRef{}, err
 	}
-	return AttachmentRef{ID: newID("att"), Type: "file", Path: p, Name: a.Name, MimeType: mt, Size: info.Size, Width: a.Width, Height: a.Height}, nil
+	return AttachmentRef{ID: newRecordID("att"), Type: "file", Path: p, Name: a.Name, MimeType: mt, Size: info.Size, Width: a.Width, Height: a.Height}, nil
 }
 
 // attachmentExt picks a file extension from the MIME type, else the name.

@@ -6,18 +6,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
-	"sync"
-	"sync/atomic"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
 	"github.com/toolrun/toolrun/internal/schema"
 )
 
-// call is one call as its handler runs it.
+// call is one call as its handler runs it, passed by value: it lives on
+// the stack of the goroutine running the call.
 type call struct {
 	e      *Executor
 	b      *batch
@@ -50,12 +47,7 @@ func (e *Executor) invoke(ctx context.Context, b *batch, caller *callState, h *h
 	if missing := e.missingVariables(b, h.variables); len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	c := &call{}
-	if caller == nil {
-		c = &b.callBuf // a batch's calls run one at a time
-	}
-	*c = call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID}
-	return h.run(ctx, c)
+	return h.run(ctx, call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID})
 }
 
 func missingVariablesResult(missing []string) Result {
@@ -77,29 +69,34 @@ func argumentsResult(f *schema.Failure, kind string) Result {
 }
 
 // runFunction is the run of a function tool's handler.
-func (t *funcTool) runFunction(ctx context.Context, c *call) (Result, error) {
+func (t *funcTool) runFunction(ctx context.Context, c call) (Result, error) {
 	st := &callState{e: c.e, b: c.b, tool: t, nest: c.nest, id: c.id, resultID: c.resultID}
 	return callTool(ctx, t, st, c.args)
 }
 
-// callTool calls the tool — its arguments decoded, then Execute — and
-// normalises what it returned. The tool runs on a goroutine of its own, so
-// that nothing it does ends the caller's goroutine: a panic becomes an error
-// result with its stack, and runtime.Goexit (t.FailNow inside a test
-// assertion) becomes an error result too, where on the caller's goroutine
-// it would have unwound Run itself and stored nothing.
+// callTool calls the tool — its arguments decoded, then Execute — on the
+// caller's goroutine, and normalises what it returned. A panic becomes an
+// error result with its stack. runtime.Goexit (t.FailNow inside a test
+// assertion) cannot be stopped: it passes through, and the batch stores
+// the call's error result on its way out (see Executor.execute).
 func callTool(ctx context.Context, t *funcTool, st ThreadState, args string) (res Result, abort error) {
-	f := callFrames.Get().(*callFrame)
-	f.ctx, f.tool, f.st, f.args = ctx, t, st, args
-	select {
-	case idleRunners <- f: // a runner whose stack has grown already takes it
-	default:
-		go runCalls(f)
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{Status: StatusError, Error: "tool panicked: " + safefmt.Sprint(p), Stack: string(debug.Stack())}
+			abort = nil
+		}
+	}()
+	res, err := t.call(ctx, st, args)
+	if err != nil {
+		res = Result{Status: StatusError, Error: safefmt.Error(err), Attachments: res.Attachments, Refs: res.Refs}
+		var coded interface{ Code() string }
+		if errors.As(err, &coded) {
+			res.ErrorCode = coded.Code()
+		}
+		if errors.Is(err, ErrAbort) {
+			abort = err
+		}
 	}
-	<-f.done
-	res, abort = f.res, f.abort
-	*f = callFrame{done: f.done}
-	callFrames.Put(f)
 	if res.Status != StatusError {
 		res.Status = StatusSuccess
 	} else if res.Error == "" {
@@ -108,76 +105,10 @@ func callTool(ctx context.Context, t *funcTool, st ThreadState, args string) (re
 	return res, abort
 }
 
-// callFrame carries one tool call to the goroutine that runs it. Frames
-// are pooled with their channel.
-type callFrame struct {
-	ctx   context.Context
-	tool  *funcTool
-	st    ThreadState
-	args  string
-	res   Result
-	abort error
-	done  chan struct{}
-}
-
-var callFrames = sync.Pool{New: func() any { return &callFrame{done: make(chan struct{}, 1)} }}
-
-// idleRunners hands a call to a runner goroutine waiting for one. A fresh
-// goroutine per call would cost more than the call: its small stack grows
-// again, by copying, for every call.
-var idleRunners = make(chan *callFrame)
-
-// idleCount counts the runners waiting for a call; at most maxIdle wait,
-// so a burst of concurrent calls does not leave its runners behind.
-var idleCount atomic.Int32
-
-var maxIdle = int32(4 * runtime.GOMAXPROCS(0))
-
-// runCalls runs f, then the calls handed to it while it waits, until more
-// than maxIdle runners would be waiting. A tool that calls runtime.Goexit
-// ends its runner (after f.run has reported the call), which is all Goexit
-// can do.
-func runCalls(f *callFrame) {
-	for {
-		f.run()
-		if idleCount.Add(1) > maxIdle {
-			idleCount.Add(-1)
-			return
-		}
-		f = <-idleRunners
-		idleCount.Add(-1)
-	}
-}
-
-func (f *callFrame) run() {
-	pprof.SetGoroutineLabels(f.ctx) // profiles see the caller's labels
-	returned := false
-	defer func() {
-		if !returned {
-			if p := recover(); p != nil {
-				f.res = Result{Status: StatusError, Error: "tool panicked: " + safefmt.Sprint(p), Stack: string(debug.Stack())}
-			} else {
-				// Only runtime.Goexit unwinds a goroutine without a panic.
-				f.res = Result{Status: StatusError, Error: "tool exited its goroutine (runtime.Goexit, as t.FailNow does) before returning a result",
-					ErrorCode: "tool_goexit", Stack: string(debug.Stack())}
-			}
-			f.abort = nil
-		}
-		f.done <- struct{}{}
-	}()
-	r, err := f.tool.call(f.ctx, f.st, f.args)
-	if err != nil {
-		r = Result{Status: StatusError, Error: safefmt.Error(err), Attachments: r.Attachments, Refs: r.Refs}
-		var coded interface{ Code() string }
-		if errors.As(err, &coded) {
-			r.ErrorCode = coded.Code()
-		}
-		if errors.Is(err, ErrAbort) {
-			f.abort = err
-		}
-	}
-	f.res = r
-	returned = true
+// goexitResult is the result of a call whose tool called runtime.Goexit.
+func goexitResult() Result {
+	return Result{Status: StatusError, ErrorCode: "tool_goexit", Stack: string(debug.Stack()),
+		Error: "tool called runtime.Goexit (as t.FailNow does) before returning a result; the goroutine that ran the call ended"}
 }
 
 // nestingKey carries, in the context of a blocking subagent's Send, the

@@ -30,8 +30,8 @@ type callState struct {
 var _ ThreadState = (*callState)(nil)
 
 func (s *callState) ThreadID() string      { return s.b.threadID }
-func (s *callState) AgentID() string       { return s.b.thread.AgentID }
-func (s *callState) UserID() string        { return s.b.thread.UserID }
+func (s *callState) AgentID() string       { return s.b.thread.agentID }
+func (s *callState) UserID() string        { return s.b.thread.userID }
 func (s *callState) Execution() *Execution { return s.b.sc.exec }
 func (s *callState) CallID() string        { return s.id }
 
@@ -187,7 +187,7 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 }
 
 func (s *callState) InjectMessage(ctx context.Context, m Message) error {
-	if !s.b.thread.TerminatedAt.IsZero() {
+	if !s.b.thread.terminatedAt.IsZero() {
 		return fmt.Errorf("%w: %s", ErrThreadTerminated, s.b.threadID)
 	}
 	switch m.Role {

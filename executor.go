@@ -192,7 +192,7 @@ type scope struct {
 // batch is the state of one run of calls on a thread.
 type batch struct {
 	threadID string
-	thread   *Thread
+	thread   threadFacts
 	sc       *scope
 
 	mu       sync.Mutex
@@ -204,16 +204,13 @@ type batch struct {
 	redOK    bool
 	curCall  string // the top-level call running now (ids of the calls it queues derive from it)
 	queuedN  int
-	ran      []string // ids of the calls run so far
-	ranBuf   [4]string
 	started  map[string]bool // calls whose tool_call_started already fired
 	resultID string          // id the running call's result message will get
 	obs      observe.Observer
-	// Room for a short batch, so that it allocates nothing more: its
-	// queue, its outcomes, the call its handler runs.
-	queueBuf [4]pending
-	outBuf   [2]Outcome
-	callBuf  call
+	// Room for a batch of one call, so that it allocates nothing more:
+	// its queue and its outcome.
+	queueBuf [1]pending
+	outBuf   [1]Outcome
 }
 
 type pending struct {
@@ -228,22 +225,23 @@ type pending struct {
 
 // newBatch loads the thread (creating it when create is set) and its env.
 func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, create bool) (*batch, error) {
-	th, err := e.store.GetThread(ctx, threadID)
+	facts, env, err := e.store.loadBatch(ctx, threadID)
 	if errors.Is(err, ErrNotFound) && create {
-		th = &Thread{ID: threadID}
-		if err = e.store.CreateThread(ctx, th); errors.Is(err, ErrThreadExists) {
-			th, err = e.store.GetThread(ctx, threadID)
+		th := &Thread{ID: threadID}
+		// Env may be set on a thread before its record exists.
+		if err = e.store.CreateThread(ctx, th); err == nil || errors.Is(err, ErrThreadExists) {
+			facts, env, err = e.store.loadBatch(ctx, threadID)
 		}
 	}
 	if err != nil {
-		return nil, &StoreError{Op: "load thread " + threadID, Err: err}
+		if se := (*StoreError)(nil); !errors.As(err, &se) {
+			err = &StoreError{Op: "load thread " + threadID, Err: err}
+		}
+		return nil, err
 	}
-	b := &batch{threadID: threadID, thread: th, sc: sc, obs: observe.From(ctx)}
-	if b.env, err = e.store.ListEnv(ctx, ScopeThread, threadID); err != nil {
-		return nil, &StoreError{Op: "load thread env", Err: err}
-	}
-	if th.UserID != "" {
-		if b.userEnv, err = e.store.ListEnv(ctx, ScopeUser, th.UserID); err != nil {
+	b := &batch{threadID: threadID, thread: facts, env: env, sc: sc, obs: observe.From(ctx)}
+	if facts.userID != "" {
+		if b.userEnv, err = e.store.ListEnv(ctx, ScopeUser, facts.userID); err != nil {
 			return nil, &StoreError{Op: "load user env", Err: err}
 		}
 	}
@@ -254,7 +252,7 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, cre
 // calls' ids were made unique on the thread before their message was
 // stored (a runtime turn), so none of them can be a resumed call.
 func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fresh bool) ([]Outcome, error) {
-	if !b.thread.TerminatedAt.IsZero() {
+	if !b.thread.terminatedAt.IsZero() {
 		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
 	}
 	b.mu.Lock()
@@ -285,7 +283,7 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 		if err := ctx.Err(); err != nil {
 			return outcomes, err
 		}
-		out, err := e.runCall(ctx, b, p)
+		out, err := e.runCall(ctx, b, i, p)
 		if out.Message != nil {
 			outcomes = append(outcomes, out)
 		}
@@ -298,14 +296,14 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 	}
 }
 
-// runCall runs one call of a batch and stores its result.
-func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, error) {
+// runCall runs the batch's call i and stores its result.
+func (e *Executor) runCall(ctx context.Context, b *batch, i int, p pending) (Outcome, error) {
 	c := p.call
 	c.Name = cleanName(c.Name)
 	if c.ID != "" && !safeID(c.ID) {
 		// Ids come from models: one a store column or a provider could not
 		// hold is replaced.
-		c.ID = newID("call")
+		c.ID = newRecordID("call")
 	}
 	out := Outcome{Call: c}
 	red := e.redactor(b)
@@ -316,8 +314,8 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	}
 	switch {
 	case c.ID == "":
-		c.ID = newID("call")
-	case b.ranID(c.ID):
+		c.ID = newRecordID("call")
+	case b.ranBefore(i, c.ID):
 		// A second call with the same id in one batch is a call of its own.
 		c.ID = reissuedID(c.ID)
 	case !p.fresh:
@@ -344,7 +342,6 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		}
 	}
 	out.Call.ID = c.ID
-	b.markRan(c.ID)
 
 	var h *handler
 	switch {
@@ -356,47 +353,86 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 		h = b.sc.tools.forModel(c.Name)
 	}
 	b.mu.Lock()
+	b.queue[i].call.ID = c.ID // the id it runs under, for ranBefore
 	queuedBefore := len(b.queue)
 	b.curCall, b.queuedN = c.ID, 0
-	b.resultID = newID("msg")
+	b.resultID = newRecordID("msg")
 	resultID := b.resultID
 	b.mu.Unlock()
 
-	var res Result
-	quiet := h.kind == kindRefused && h.quiet // the gate: no hooks fire
-	if quiet {
-		res = h.refusal
-	} else {
-		e.fireStarted(ctx, b, c, h.progress)
-		args := c.Arguments
-		if b.sc.nullOptionals && !p.queued && h.args != nil {
-			args, _ = h.args.Schema().StripOptionalNulls(args)
-		}
-		sctx, span := e.startToolSpan(ctx, b, c)
-		var err error
-		res, err = e.invoke(sctx, b, nil, h, c.ID, args, resultID)
-		e.endToolSpan(span, res, b)
-		if err != nil {
-			b.setAbort(err, e.redactor(b))
-		}
-	}
+	r := &runningCall{p: p, c: c, h: h, digest: digest, resultID: resultID, queuedBefore: queuedBefore, out: out}
+	return e.finish(ctx, b, r, e.execute(ctx, b, r))
+}
 
-	red = e.redactor(b) // the tool may have changed the env
-	msg, res := e.shape(ctx, b, c, res, red, resultID)
-	msg.CallDigest = digest
-	if !quiet {
+// runningCall is a batch's call between its start and its stored result.
+type runningCall struct {
+	p            pending
+	c            ToolCall // the call as it runs: id unique, name cleaned
+	h            *handler
+	digest       string // stored with its result when set
+	resultID     string
+	queuedBefore int // the batch's queue length when it started
+	out          Outcome
+}
+
+// quiet reports a call that the allowed-tools gate refused: no hooks fire.
+func (r *runningCall) quiet() bool { return r.h.kind == kindRefused && r.h.quiet }
+
+// execute runs the call's handler on the caller's goroutine. A tool that
+// calls runtime.Goexit ends that goroutine, which nothing can prevent; on
+// its way out the call's error result is stored, so the call has a
+// result and is never run again, and every lock is released.
+func (e *Executor) execute(ctx context.Context, b *batch, r *runningCall) Result {
+	if r.quiet() {
+		return r.h.refusal
+	}
+	e.fireStarted(ctx, b, r.c, r.h.progress)
+	args := r.c.Arguments
+	if b.sc.nullOptionals && !r.p.queued && r.h.args != nil {
+		args, _ = r.h.args.Schema().StripOptionalNulls(args)
+	}
+	sctx, span := e.startToolSpan(ctx, b, r.c)
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if p := recover(); p != nil {
+			panic(p) // not a tool's: tools' panics are their results
+		}
+		res := goexitResult()
+		e.endToolSpan(span, res, b)
+		e.log.ErrorContext(ctx, "toolrun: a tool called runtime.Goexit; its goroutine ends after its result is stored", "thread", b.threadID, "tool", r.c.Name, "call", r.c.ID)
+		_, _ = e.finish(ctx, b, r, res)
+	}()
+	res, err := e.invoke(sctx, b, nil, r.h, r.c.ID, args, r.resultID)
+	returned = true
+	e.endToolSpan(span, res, b)
+	if err != nil {
+		b.setAbort(err, e.redactor(b))
+	}
+	return res
+}
+
+// finish stores the call's result and reports its outcome.
+func (e *Executor) finish(ctx context.Context, b *batch, r *runningCall, res Result) (Outcome, error) {
+	c, out := r.c, r.out
+	red := e.redactor(b) // the tool may have changed the env
+	msg, res := e.shape(ctx, b, c, res, red, r.resultID)
+	msg.CallDigest = r.digest
+	if !r.quiet() {
 		e.fireDone(ctx, b, c, res) // the result as it leaves the tool: redacted
 	}
-	if p.queued {
+	if r.p.queued {
 		msg.Queued = true
 		msg.Arguments = red.String(c.Arguments)
 	}
 	b.mu.Lock()
-	if len(b.queue) > queuedBefore {
+	if len(b.queue) > r.queuedBefore {
 		// The live queue keeps the real arguments; what is stored is
 		// redacted, and says so when a secret was taken out.
-		msg.QueuedCalls = make([]ToolCall, 0, len(b.queue)-queuedBefore)
-		for _, q := range b.queue[queuedBefore:] {
+		msg.QueuedCalls = make([]ToolCall, 0, len(b.queue)-r.queuedBefore)
+		for _, q := range b.queue[r.queuedBefore:] {
 			msg.QueuedCalls = append(msg.QueuedCalls, redactCall(q.call, red))
 		}
 	}
@@ -426,26 +462,17 @@ func (e *Executor) runCall(ctx context.Context, b *batch, p pending) (Outcome, e
 	return out, nil
 }
 
-// ranID reports whether a call with this id already ran in the batch;
-// markRan records one.
-func (b *batch) ranID(id string) bool {
+// ranBefore reports whether a call before call i of the batch ran with
+// this id.
+func (b *batch) ranBefore(i int, id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, r := range b.ran {
-		if r == id {
+	for _, p := range b.queue[:i] {
+		if p.call.ID == id {
 			return true
 		}
 	}
 	return false
-}
-
-func (b *batch) markRan(id string) {
-	b.mu.Lock()
-	if b.ran == nil {
-		b.ran = b.ranBuf[:0]
-	}
-	b.ran = append(b.ran, id)
-	b.mu.Unlock()
 }
 
 // markStarted records that tool_call_started fired for the call, and

@@ -28,7 +28,7 @@ func (rt *Runtime) handoffHandler(ts *turnState, name string, a *Agent, cfg *Sub
 		args = p.args
 	}
 	return &handler{name: name, kind: kindHandoff, spec: spec, args: args,
-		run: func(ctx context.Context, c *call) (Result, error) {
+		run: func(ctx context.Context, c call) (Result, error) {
 			var m map[string]any
 			if fail := args.Decode(c.args, &m); fail != nil {
 				return argumentsResult(fail, "Tool"), nil

@@ -71,32 +71,48 @@ func hostileCases() []hostileCase {
 		},
 		{
 			name:    "runtime.Goexit in a tool",
-			attacks: "a tool calls runtime.Goexit, as t.FailNow does inside a require assertion",
-			holds:   "Run returns, the call has a stored error result saying so, and the next call runs",
+			attacks: "a tool calls runtime.Goexit, as t.FailNow does inside a require assertion, which ends the goroutine that called Run",
+			holds:   "before that goroutine ends the call's error result is stored and the thread's lock released: the next Run on the thread goes on with the next call and does not run the first again",
 			child:   true,
 			run: func(t *testing.T) {
+				var runs atomic.Int32
 				ex := newExec(t, nil,
 					fn("fails_now", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+						runs.Add(1)
 						runtimeGoexit()
 						return toolrun.Text("unreachable"), nil
 					}),
 					fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+				calls := []toolrun.ToolCall{call("1", "fails_now", ""), call("2", "next", "")}
+				returned := make(chan bool, 1)
+				go func() {
+					ended := true
+					defer func() { returned <- !ended }()
+					_, _ = ex.Run(context.Background(), "t", calls)
+					ended = false
+				}()
+				select {
+				case r := <-returned:
+					assert.False(t, r, "Run returned, yet runtime.Goexit cannot be stopped")
+				case <-time.After(20 * time.Second):
+					t.Fatal("the goroutine that called Run neither returned nor ended")
+				}
 				done := make(chan []toolrun.Outcome, 1)
 				go func() {
-					out, err := ex.Run(context.Background(), "t", []toolrun.ToolCall{call("1", "fails_now", ""), call("2", "next", "")})
-					if err == nil {
-						done <- out
-					}
-					close(done)
+					out, err := ex.Run(context.Background(), "t", calls) // the batch again, as a resume would
+					assert.NoError(t, err)
+					done <- out
 				}()
 				select {
 				case out := <-done:
 					require.Len(t, out, 2)
+					assert.True(t, out[0].Resumed, "the call's result was stored on the way out")
 					assert.Contains(t, out[0].Message.Content, "runtime.Goexit")
 					assert.Equal(t, "tool_goexit", out[0].Message.ErrorCode)
 					assert.Equal(t, "ran", out[1].Message.Content)
+					assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
 				case <-time.After(20 * time.Second):
-					t.Fatal("Run did not return after a tool called runtime.Goexit")
+					t.Fatal("the thread's lock was not released")
 				}
 			},
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/bits"
 	"path"
 	"slices"
@@ -179,6 +180,27 @@ func (s *MemoryStore) GetThread(ctx context.Context, id string) (*Thread, error)
 	}
 	c := copyThread(&th)
 	return &c, nil
+}
+
+// loadBatch implements batchLoader.
+func (s *MemoryStore) loadBatch(ctx context.Context, id string) (threadFacts, map[string]EnvValue, error) {
+	if err := ctx.Err(); err != nil {
+		return threadFacts{}, nil, err
+	}
+	t := s.thread(id, false)
+	if t == nil {
+		return threadFacts{}, nil, ErrNotFound
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if !t.exists {
+		return threadFacts{}, nil, ErrNotFound
+	}
+	var env map[string]EnvValue
+	if len(t.env) > 0 {
+		env = maps.Clone(t.env)
+	}
+	return factsOf(&t.t), env, nil
 }
 
 // UpdateThread implements ThreadStore.

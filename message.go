@@ -107,27 +107,6 @@ type AttachmentRef struct {
 	Description string `json:"description,omitempty"`
 }
 
-// clone returns a copy of m whose slices and maps are not shared.
-func (m *Message) clone() *Message {
-	c := *m
-	if m.ToolCalls != nil {
-		c.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
-	}
-	if m.QueuedCalls != nil {
-		c.QueuedCalls = append([]ToolCall(nil), m.QueuedCalls...)
-	}
-	if m.ErrorData != nil {
-		c.ErrorData = cloneJSONMap(m.ErrorData)
-	}
-	if m.Attachments != nil {
-		c.Attachments = append([]AttachmentRef(nil), m.Attachments...)
-	}
-	if m.Metadata != nil {
-		c.Metadata = cloneJSONMap(m.Metadata)
-	}
-	return &c
-}
-
 // cloneJSONMap copies a map of JSON-like values deeply.
 func cloneJSONMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))

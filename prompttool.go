@@ -15,7 +15,7 @@ func (rt *Runtime) promptHandler(ts *turnState, name string, p *Prompt, cfg *Sub
 		spec.Parameters = p.compiled.JSON()
 	}
 	return &handler{name: name, kind: kindPrompt, spec: spec, args: p.args, variables: p.Variables,
-		run: func(ctx context.Context, c *call) (Result, error) { return rt.runPromptTool(ctx, ts, c, p, cfg) }}
+		run: func(ctx context.Context, c call) (Result, error) { return rt.runPromptTool(ctx, ts, c, p, cfg) }}
 }
 
 // runPromptTool runs a prompt as a one-shot sub-prompt in the same thread:
@@ -27,7 +27,7 @@ func (rt *Runtime) promptHandler(ts *turnState, name string, p *Prompt, cfg *Sub
 // Its error is non-nil when the sub-prompt's batch must stop the caller's
 // run too: a tool aborted (ErrAbort), the store failed, or ctx ended. The
 // caller's error result is stored first, as for any aborting call.
-func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c *call, p *Prompt, cfg *SubpromptConfig) (Result, error) {
+func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c call, p *Prompt, cfg *SubpromptConfig) (Result, error) {
 	var argMap map[string]any
 	if fail := p.args.Decode(c.args, &argMap); fail != nil {
 		return argumentsResult(fail, "Prompt tool"), nil
@@ -114,7 +114,7 @@ func (rt *Runtime) initMessage(ctx context.Context, threadID string, cfg *Subpro
 			if err != nil {
 				continue // only files of the thread are attached
 			}
-			r.ID, r.Type, r.MimeType, r.Size = newID("att"), "file", info.MimeType, info.Size
+			r.ID, r.Type, r.MimeType, r.Size = newRecordID("att"), "file", info.MimeType, info.Size
 			m.Attachments = append(m.Attachments, r)
 			has = true
 		}

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -25,7 +26,7 @@ func (r records) AppendMessages(ctx context.Context, threadID string, msgs ...*M
 	var now time.Time
 	for _, m := range msgs {
 		if m.ID == "" {
-			m.ID = newID("msg")
+			m.ID = newRecordID("msg")
 		}
 		m.ThreadID = threadID
 		if m.CreatedAt.IsZero() {
@@ -74,4 +75,45 @@ func (r records) writeFile(ctx context.Context, threadID, path string, data []by
 	}
 	now := recordTime()
 	return r.Store.WriteFile(ctx, threadID, FileInfo{Path: path, MimeType: mimeType, CreatedAt: now, UpdatedAt: now}, data)
+}
+
+// threadFacts are what a batch reads of its thread's record.
+type threadFacts struct {
+	agentID, userID string
+	terminatedAt    time.Time
+}
+
+func factsOf(th *Thread) threadFacts {
+	return threadFacts{agentID: th.AgentID, userID: th.UserID, terminatedAt: th.TerminatedAt}
+}
+
+// batchLoader is a store that reads what a batch needs of a thread — its
+// facts and its env, nil when empty — at once and without copying the
+// record: the memory store, whose copies would cost more than the call.
+type batchLoader interface {
+	loadBatch(ctx context.Context, threadID string) (threadFacts, map[string]EnvValue, error)
+}
+
+// loadBatch reads the facts and the env of a thread; ErrNotFound, unwrapped,
+// when there is no such thread.
+func (r records) loadBatch(ctx context.Context, threadID string) (threadFacts, map[string]EnvValue, error) {
+	if l, ok := r.Store.(batchLoader); ok {
+		f, env, err := l.loadBatch(ctx, threadID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			err = &StoreError{Op: "load thread " + threadID, Err: err}
+		}
+		return f, env, err
+	}
+	th, err := r.GetThread(ctx, threadID)
+	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			err = &StoreError{Op: "load thread " + threadID, Err: err}
+		}
+		return threadFacts{}, nil, err
+	}
+	env, err := r.ListEnv(ctx, ScopeThread, threadID)
+	if err != nil {
+		return threadFacts{}, nil, &StoreError{Op: "load thread env", Err: err}
+	}
+	return factsOf(th), env, nil
 }

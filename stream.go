@@ -165,7 +165,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 // result. seen holds the ids given so far.
 func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen map[string]bool) (string, error) {
 	if !safeID(id) {
-		id = newID("call")
+		id = newRecordID("call")
 	}
 	for {
 		taken := seen[id]

@@ -113,7 +113,7 @@ func (rt *Runtime) lifecycle(name, description string, params json.RawMessage, d
 	args := rt.lifecycleArgs(name, params)
 	return &handler{name: name, kind: kindLifecycle, args: args,
 		spec: ToolSpec{Name: name, Description: description, Parameters: params},
-		run: func(ctx context.Context, c *call) (Result, error) {
+		run: func(ctx context.Context, c call) (Result, error) {
 			var m map[string]any
 			if fail := args.Decode(c.args, &m); fail != nil {
 				return argumentsResult(fail, "Tool"), nil
@@ -541,13 +541,20 @@ func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 	rt.bg.start()
 	go func() {
 		defer rt.bg.done()
+		settled := false
 		defer func() {
 			if p := recover(); p != nil {
 				rt.log.ErrorContext(bctx, "toolrun: subagent crashed", "child", entry.Reference, "panic", safefmt.Sprint(p))
 				rt.settle(bctx, entry, ChildFailed)
+			} else if !settled {
+				// Only runtime.Goexit in one of the child's tools unwinds
+				// this goroutine without a panic.
+				rt.log.ErrorContext(bctx, "toolrun: subagent ended by runtime.Goexit in a tool", "child", entry.Reference)
+				rt.settle(bctx, entry, ChildFailed)
 			}
 		}()
 		text, failed, refs, status := rt.childOutcome(bctx, entry)
+		settled = true
 		rt.settle(bctx, entry, status)
 		if entry.ParentCommunication == "explicit" {
 			return

@@ -35,7 +35,7 @@ type handler struct {
 	namespace string   // the package a function tool belongs to
 	// run runs a call whose required variables resolved. A non-nil error
 	// stops the run: it wraps ErrAbort, or is a *StoreError, or ctx's error.
-	run func(ctx context.Context, c *call) (Result, error)
+	run func(ctx context.Context, c call) (Result, error)
 	// refusal is the result of a call of a kindRefused handler; quiet
 	// refusals (the allowed-tools gate) fire no tool_call events.
 	refusal Result

@@ -215,9 +215,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if err != nil {
 			return turnResult{}, err
 		}
-		if steps > 0 && !b.thread.TerminatedAt.IsZero() {
+		if steps > 0 && !b.thread.terminatedAt.IsZero() {
 			// Terminated while the turn ran (the batch read the record fresh).
-			th.TerminatedAt = b.thread.TerminatedAt
+			th.TerminatedAt = b.thread.terminatedAt
 			return turnResult{stop: StopStopped, text: lastText}, nil
 		}
 		req, err := rt.buildRequest(ctx, ts, tools)
@@ -231,7 +231,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		empty := strings.TrimSpace(text) == "" && len(calls) == 0
 		if empty {
-			calls = []ToolCall{{ID: newID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
+			calls = []ToolCall{{ID: newRecordID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
 		}
 		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
 		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
@@ -302,7 +302,7 @@ func (ts *turnState) bound(h *handler) *handler {
 		return h
 	}
 	w := *h
-	w.run = func(ctx context.Context, c *call) (Result, error) {
+	w.run = func(ctx context.Context, c call) (Result, error) {
 		res, err := h.run(ctx, c)
 		if err != nil || res.IsError() {
 			return res, err
@@ -336,7 +336,7 @@ func (ts *turnState) bindResult(ctx context.Context, binds []*SessionBinding, ar
 				missing = append(missing, r.Path)
 				continue
 			}
-			r.ID, r.Type = newID("att"), "file"
+			r.ID, r.Type = newRecordID("att"), "file"
 			res.Refs = append(res.Refs, r)
 		}
 		if len(missing) > 0 {
