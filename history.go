@@ -103,31 +103,82 @@ func (rt *Runtime) history(ctx context.Context, ts *turnState) ([]Message, error
 				local = append(local, m)
 			}
 		}
-		return rt.filterHistory(ctx, ts, perspective(local, ts.sideKey, p.IncludePastTools))
+		return rt.filterHistory(ctx, ts, perspective(ts.sideKey, p.IncludePastTools, local))
 	}
+	kept, err := rt.chatWindow(ctx, ts)
+	if err != nil {
+		return nil, err
+	}
+	return rt.filterHistory(ctx, ts, kept)
+}
+
+// chatWindow returns the thread's chat as the acting side sees it, within
+// the prompt's window. It reads the newest top-level rows the window can
+// use (all of them without a window). A turn keeps the rows it read: its
+// next request reads only the rows stored since, as a thread only ever
+// grows at its end, and reads again from the newest row when the window
+// might reach past the kept ones.
+func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, error) {
+	p := ts.prompt
 	w := p.History
+	view := func(segs ...[]Message) ([]Message, bool) {
+		return window(perspective(ts.sideKey, p.IncludePastTools, segs...), w)
+	}
+	if c := &ts.rows; c.ok {
+		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: c.last, Order: OrderAsc})
+		if err != nil {
+			return nil, &StoreError{Op: "list messages", Err: err}
+		}
+		if len(page.Messages) > 0 {
+			c.segs = append(c.segs, page.Messages)
+			c.last = lastSeqOf(page.Messages, c.last)
+		}
+		// Without older rows left out, the kept rows are the whole thread.
+		if kept, limited := view(c.segs...); limited || !c.more {
+			return kept, nil
+		}
+	}
 	if !w.bounded() {
 		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
-		return rt.filterHistory(ctx, ts, perspective(page.Messages, ts.sideKey, p.IncludePastTools))
+		ts.rows = turnRows{ok: true, segs: [][]Message{page.Messages}, last: lastSeqOf(page.Messages, 0)}
+		kept, _ := view(page.Messages)
+		return kept, nil
 	}
 	limit := 256
 	if w.Messages > 0 {
-		limit = 2*w.Messages + 16 // rows the perspective drops leave room
+		limit = w.Messages + 8 // room for a few rows the perspective drops
 	}
 	for {
 		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, Limit: limit})
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
-		kept, limited := window(perspective(page.Messages, ts.sideKey, p.IncludePastTools), w)
+		kept, limited := view(page.Messages)
 		if limited || !page.HasMore {
-			return rt.filterHistory(ctx, ts, kept)
+			ts.rows = turnRows{ok: true, segs: [][]Message{page.Messages}, last: lastSeqOf(page.Messages, 0), more: page.HasMore}
+			return kept, nil
 		}
 		limit *= 2
 	}
+}
+
+// turnRows are the rows a turn read for its requests, in the pages it
+// read them, oldest first.
+type turnRows struct {
+	ok   bool
+	segs [][]Message
+	last int64 // the Seq of the newest row read
+	more bool  // older rows exist that rows leave out
+}
+
+func lastSeqOf(rows []Message, or int64) int64 {
+	if len(rows) == 0 {
+		return or
+	}
+	return rows[len(rows)-1].Seq
 }
 
 // filterHistory applies the prompt's history filter, if any.

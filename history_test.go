@@ -158,14 +158,23 @@ func (s *countingStore) ListMessages(ctx context.Context, threadID string, q too
 
 // A turn reads what its requests and reply need, not the whole thread.
 func TestTurnReadsOnlyWhatItSends(t *testing.T) {
+	// A turn here is two requests (a call, then the answer), and stores
+	// four messages. What it reads besides its requests: the newest row,
+	// before and after it stores the user's message, and the four rows it
+	// stored, for its Reply.
 	for _, c := range []struct {
 		name    string
 		chat    bool
 		window  int
-		maxRead int
+		maxRead func(thread int) int
 	}{
-		{"without chat", false, 0, 50},
-		{"with chat and a window of 10", true, 10, 120},
+		// Each request reads the rows of the turn so far (1, then 3).
+		{"without chat", false, 0, func(int) int { return 1 + 3 + 2 + 4 }},
+		// The first request reads the window and a margin (10 + 16), the
+		// second only the two rows stored since.
+		{"with chat and a window of 10", true, 10, func(int) int { return 26 + 2 + 2 + 4 }},
+		// The first request reads the thread, the second only the new rows.
+		{"with the whole chat", true, 0, func(n int) int { return n + 1 + 2 + 2 + 4 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := triagePrompt()
@@ -175,12 +184,14 @@ func TestTurnReadsOnlyWhatItSends(t *testing.T) {
 			w.rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: cs})
 			id := w.thread(t)
 			seedHistory(t, cs, id, 1000)
+			all, err := cs.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true})
+			require.NoError(t, err)
 			w.p.Add(scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 1})), scripted.Text("ok"))
 			cs.rows = 0
 			reply, err := w.rt.Send(context.Background(), id, "latest")
 			require.NoError(t, err)
 			assert.Equal(t, "user assistant+calls tool:get_issue assistant", roles(reply.Messages), "the reply holds what the turn stored")
-			assert.LessOrEqual(t, cs.rows, c.maxRead, "rows read for a turn on a 2,300-message thread")
+			assert.LessOrEqual(t, cs.rows, c.maxRead(len(all.Messages)), "rows read for a turn on a %d-message thread", len(all.Messages))
 		})
 	}
 }

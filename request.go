@@ -35,22 +35,27 @@ func sideOf(m *Message) string { return m.Side }
 // perspective turns stored rows into what the acting side sees: its own
 // turns as assistant, the other side's as user; only its own tool calls and
 // results; tool calls paired with results, missing ones synthesised,
-// orphans dropped, queued results shown as a synthetic call block.
-func perspective(rows []Message, side string, pastTools bool) []Message {
+// orphans dropped, queued results shown as a synthetic call block. The
+// rows may come in several segments, in order.
+func perspective(side string, pastTools bool, segs ...[]Message) []Message {
 	results := map[string]*Message{}
 	called := map[string]bool{}
-	for i := range rows {
-		m := &rows[i]
-		if m.Role == RoleTool && m.ToolCallID != "" {
-			results[m.ToolCallID] = m
-		}
-		if m.Role == RoleAssistant {
-			for _, c := range m.ToolCalls {
-				called[c.ID] = true
+	n := 0
+	for _, rows := range segs {
+		n += len(rows)
+		for i := range rows {
+			m := &rows[i]
+			if m.Role == RoleTool && m.ToolCallID != "" {
+				results[m.ToolCallID] = m
+			}
+			if m.Role == RoleAssistant {
+				for _, c := range m.ToolCalls {
+					called[c.ID] = true
+				}
 			}
 		}
 	}
-	out := make([]Message, 0, len(rows))
+	out := make([]Message, 0, n)
 	var queued []Message    // a run of queued results waiting for their synthetic call block
 	var queuedArgs []string // their calls' (redacted) arguments
 	flushQueued := func() {
@@ -65,57 +70,59 @@ func perspective(rows []Message, side string, pastTools bool) []Message {
 		out = append(out, queued...)
 		queued, queuedArgs = nil, nil
 	}
-	for i := range rows {
-		m := rows[i]
-		own := sideOf(&m) == side || sideOf(&m) == ""
-		switch m.Role {
-		case RoleTool:
-			if !pastTools || !own {
-				continue
-			}
-			if m.Queued && !called[m.ToolCallID] {
-				queued = append(queued, toModel(m))
-				queuedArgs = append(queuedArgs, m.Arguments)
-			}
-			// Results of model calls are emitted after their call; orphans are dropped.
-			continue
-		case RoleAssistant:
-			flushQueued()
-			if !own {
-				if strings.TrimSpace(m.Content) != "" {
-					out = append(out, Message{Role: RoleUser, Content: m.Content, Attachments: m.Attachments})
+	for _, rows := range segs {
+		for i := range rows {
+			m := &rows[i]
+			own := sideOf(m) == side || sideOf(m) == ""
+			switch m.Role {
+			case RoleTool:
+				if !pastTools || !own {
+					continue
 				}
+				if m.Queued && !called[m.ToolCallID] {
+					queued = append(queued, toModel(*m))
+					queuedArgs = append(queuedArgs, m.Arguments)
+				}
+				// Results of model calls are emitted after their call; orphans are dropped.
 				continue
-			}
-			am := toModel(m)
-			if !pastTools {
-				am.ToolCalls = nil
-				if strings.TrimSpace(am.Content) == "" {
+			case RoleAssistant:
+				flushQueued()
+				if !own {
+					if strings.TrimSpace(m.Content) != "" {
+						out = append(out, Message{Role: RoleUser, Content: m.Content, Attachments: m.Attachments})
+					}
+					continue
+				}
+				am := toModel(*m)
+				if !pastTools {
+					am.ToolCalls = nil
+					if strings.TrimSpace(am.Content) == "" {
+						continue
+					}
+					out = append(out, am)
 					continue
 				}
 				out = append(out, am)
-				continue
-			}
-			out = append(out, am)
-			for _, c := range m.ToolCalls {
-				if r := results[c.ID]; r != nil {
-					out = append(out, toModel(*r))
-				} else {
-					out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
-						Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+				for _, c := range m.ToolCalls {
+					if r := results[c.ID]; r != nil {
+						out = append(out, toModel(*r))
+					} else {
+						out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
+							Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+					}
 				}
+			case RoleUser:
+				flushQueued()
+				if sideOf(m) == side && side == "b" {
+					// Side B's own messages are its assistant turns.
+					out = append(out, Message{Role: RoleAssistant, Content: m.Content, Attachments: m.Attachments})
+					continue
+				}
+				out = append(out, toModel(*m))
+			default:
+				flushQueued()
+				out = append(out, toModel(*m))
 			}
-		case RoleUser:
-			flushQueued()
-			if sideOf(&m) == side && side == "b" {
-				// Side B's own messages are its assistant turns.
-				out = append(out, Message{Role: RoleAssistant, Content: m.Content, Attachments: m.Attachments})
-				continue
-			}
-			out = append(out, toModel(m))
-		default:
-			flushQueued()
-			out = append(out, toModel(m))
 		}
 	}
 	flushQueued()

@@ -39,6 +39,8 @@ type turnState struct {
 
 	mu      sync.Mutex // guards handoff (tools may call InvokeTool from goroutines)
 	handoff *handoff
+
+	rows turnRows // the chat rows its requests read
 }
 
 // root is the top-level turn a sub-prompt belongs to.
@@ -185,7 +187,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
 			return res, true, nil
 		}
-		if stop, err := rt.breaker(ctx, ts); err != nil || stop {
+		if stop, err := rt.breaker(ctx, ts, outcomes); err != nil || stop {
 			return turnResult{stop: StopRepeatedToolError, text: lastText}, true, err
 		}
 		return turnResult{}, false, nil
@@ -420,9 +422,14 @@ func rawText(raw json.RawMessage) string {
 var signatureRE = regexp.MustCompile(`"[^"]*"|'[^']*'|(/[\w.-]+)+|\d+`)
 
 // breaker is the repeated-error circuit breaker: the 8 most recent
-// top-level tool results are all errors with one normalised signature.
-func (rt *Runtime) breaker(ctx context.Context, ts *turnState) (bool, error) {
+// top-level tool results are all errors with one normalised signature. The
+// newest of them is the last result a top-level batch stored, so such a
+// batch whose last result succeeded reads nothing.
+func (rt *Runtime) breaker(ctx context.Context, ts *turnState, outcomes []Outcome) (bool, error) {
 	const window = 8
+	if n := len(outcomes); n > 0 && ts.depth == 0 && !outcomes[n-1].Resumed && outcomes[n-1].Message.ToolStatus != StatusError {
+		return false, nil
+	}
 	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{Limit: 4 * window, Order: OrderDesc})
 	if err != nil {
 		return false, &StoreError{Op: "list messages", Err: err}

@@ -1,0 +1,325 @@
+package toolrun_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/provider/scripted"
+	"github.com/toolrun/toolrun/store/sqlite"
+)
+
+// Benchmarks of the costs that grow with scale: many goroutines, many
+// concurrent turns, long threads, many idle threads. Each compares with a
+// baseline measured in the same run, in alternating rounds, and reports the
+// ratio as a metric, since the machines they run on are shared and noisy.
+
+// newWeatherExecutor is an executor of the 3-field weather tool on a
+// memory store.
+func newWeatherExecutor(b *testing.B) *toolrun.Executor {
+	reg := toolrun.NewRegistry(nil)
+	if err := reg.Register(&toolrun.Func[weatherArgs]{Name: "weather", Execute: weather}); err != nil {
+		b.Fatal(err)
+	}
+	return toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
+}
+
+// runCallsOn makes n calls of the weather tool from g goroutines, each on
+// threads of its own (a new one every perThread calls), and returns the
+// time they took.
+func runCallsOn(b *testing.B, ex *toolrun.Executor, prefix string, g, n, perThread int) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for k := 0; k < g; k++ {
+		calls := n / g
+		if k < n%g {
+			calls++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := []toolrun.ToolCall{{Name: "weather", Arguments: weatherJSON}}
+			for i := 0; i < calls; i++ {
+				thread := prefix + strconv.Itoa(k) + "-" + strconv.Itoa(i/perThread)
+				batch[0].ID = "call_" + strconv.Itoa(i)
+				out, err := ex.Run(context.Background(), thread, batch)
+				if err != nil || out[0].Message.Content != "Berlin" {
+					b.Errorf("unexpected outcome: %v %+v", err, out)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// BenchmarkCallsParallel makes typed calls through Executor.Run on the
+// memory store from 1, 2, 64 and 4,096 goroutines, each on threads of its
+// own. Every round of g goroutines alternates with a round of the same
+// calls from one goroutine on threads of the same sizes; ns/op and calls/s
+// are those of the g goroutines, x_one_goroutine their rate over the one
+// goroutine's.
+func BenchmarkCallsParallel(b *testing.B) {
+	for _, g := range []int{1, 2, 64, 4096} {
+		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
+			ex := newWeatherExecutor(b)
+			round := max(2048, 8*g)
+			perThread := max(1, min(1000, round/g))
+			var many, one time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for r, left := 0, b.N; left > 0; r++ {
+				n := min(left, round)
+				b.StopTimer()
+				one += runCallsOn(b, ex, fmt.Sprintf("one-%d-", r), 1, n, perThread)
+				b.StartTimer()
+				many += runCallsOn(b, ex, fmt.Sprintf("many-%d-", r), g, n, perThread)
+				left -= n
+			}
+			b.ReportMetric(float64(b.N)/many.Seconds(), "calls/s")
+			b.ReportMetric(one.Seconds()/many.Seconds(), "x_one_goroutine")
+		})
+	}
+}
+
+// turnWorld is a runtime whose model asks for one tool call when the last
+// message is the user's and answers with text after the result: a turn is
+// two model requests, one call and four stored messages.
+type turnWorld struct {
+	rt    *toolrun.Runtime
+	store toolrun.Store
+}
+
+// historyPrompts are the prompts the history benchmarks compare.
+var historyPrompts = []struct {
+	name   string
+	prompt toolrun.Prompt
+}{
+	{"no_chat", toolrun.Prompt{}},
+	{"chat", toolrun.Prompt{IncludeChat: true, IncludePastTools: true}},
+	{"chat_window50", toolrun.Prompt{IncludeChat: true, IncludePastTools: true, History: toolrun.Window{Messages: 50}}},
+}
+
+func newTurnWorld(b testing.TB, st toolrun.Store, prompt toolrun.Prompt) *turnWorld {
+	// The model calls a tool on a turn's first request and answers on its
+	// second, whatever the prompt lets it see.
+	var requests sync.Map // threads whose turn made its first request
+	p := scripted.NewFunc(nil, func(ctx context.Context, req *toolrun.Request) *scripted.Response {
+		if _, second := requests.LoadAndDelete(req.ThreadID); second {
+			return scripted.Text("done")
+		}
+		requests.Store(req.ThreadID, true)
+		return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 7}))
+	})
+	prompt.Name, prompt.Model = "pr", "m"
+	prompt.Tools = []toolrun.PromptTool{toolrun.Use("get_issue")}
+	reg := toolrun.NewRegistry(&toolrun.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err := reg.Register(
+		&toolrun.Model{Name: "m", Provider: p},
+		&prompt,
+		&toolrun.Agent{Name: "agent", SideA: toolrun.Side{Prompt: "pr", MaxSteps: 2}, SideB: toolrun.Side{Human: true}},
+		&toolrun.Func[issueArgs]{Name: "get_issue", Execute: func(ctx context.Context, s toolrun.ThreadState, a issueArgs) (toolrun.Result, error) {
+			return toolrun.Text("issue 7: the build is red"), nil
+		}},
+	); err != nil {
+		b.Fatal(err)
+	}
+	return &turnWorld{rt: toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{Store: st, Logger: slog.New(slog.DiscardHandler)}), store: st}
+}
+
+// thread makes a thread with n prior messages: user questions and
+// assistant answers, appended in one write.
+func (w *turnWorld) thread(b testing.TB, n int) string {
+	ctx := context.Background()
+	th, err := w.rt.NewThread(ctx, "agent", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := make([]*toolrun.Message, n)
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	for i := range msgs {
+		m := &toolrun.Message{ID: th.ID + "-h" + strconv.Itoa(i), Role: toolrun.RoleUser, Content: "question " + strconv.Itoa(i) + ": what is the state of the build?", CreatedAt: at}
+		if i%2 == 1 {
+			m.Role, m.Content = toolrun.RoleAssistant, "answer "+strconv.Itoa(i)+": the build is green again."
+		}
+		msgs[i] = m
+	}
+	for len(msgs) > 0 {
+		k := min(len(msgs), 1000)
+		if err := w.store.AppendMessages(ctx, th.ID, msgs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+		msgs = msgs[k:]
+	}
+	return th.ID
+}
+
+func (w *turnWorld) turn(b testing.TB, thread string) {
+	reply, err := w.rt.Send(context.Background(), thread, "and now?")
+	if err != nil || reply.Text != "done" {
+		b.Fatalf("turn: %v %+v", err, reply)
+	}
+}
+
+// historyStores are the stores the history benchmarks run on.
+func historyStores(b *testing.B) []struct {
+	name string
+	open func(b *testing.B) toolrun.Store
+} {
+	return []struct {
+		name string
+		open func(b *testing.B) toolrun.Store
+	}{
+		{"memory", func(*testing.B) toolrun.Store { return toolrun.NewMemoryStore() }},
+		{"sqlite", func(b *testing.B) toolrun.Store {
+			st, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+	}
+}
+
+// BenchmarkTurnHistory runs one turn (two model requests, one tool call)
+// on threads with 10, 1,000 and 10,000 prior messages, for a prompt
+// without chat, with the whole chat, and with a window of 50 messages, on
+// the memory and the SQLite store. Each turn alternates with a turn on a
+// thread of 10 messages, measured apart: x_history10 is the turn's time
+// over that one's. A thread takes few enough turns that its history grows
+// by at most a tenth.
+func BenchmarkTurnHistory(b *testing.B) {
+	for _, s := range historyStores(b) {
+		for _, p := range historyPrompts {
+			for _, n := range []int{10, 1000, 10000} {
+				b.Run(fmt.Sprintf("%s/%s/history=%d", s.name, p.name, n), func(b *testing.B) {
+					w := newTurnWorld(b, s.open(b), p.prompt)
+					uses := max(1, n/40) // four messages a turn: a tenth of n
+					threads, small := make([]string, 0, b.N/uses+1), make([]string, b.N)
+					for i := 0; i < b.N; i += uses {
+						threads = append(threads, w.thread(b, n))
+					}
+					for i := range small {
+						small[i] = w.thread(b, 10)
+					}
+					var base time.Duration
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						w.turn(b, threads[i/uses])
+						b.StopTimer()
+						start := time.Now()
+						w.turn(b, small[i])
+						base += time.Since(start)
+						b.StartTimer()
+					}
+					b.ReportMetric(float64(b.Elapsed())/float64(base), "x_history10")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkConcurrentTurns runs 10,000 turns, each on a thread of its own,
+// from 10,000 goroutines at once, alternating with the same number of
+// turns one after another on one goroutine; one op is the 10,000 turns at
+// once, and x_sequential is their rate over the sequential one's.
+func BenchmarkConcurrentTurns(b *testing.B) {
+	const turns = 10000
+	w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
+	var seq, conc time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		threads := make([]string, 2*turns)
+		for k := range threads {
+			threads[k] = w.thread(b, 2)
+		}
+		start := time.Now()
+		for _, th := range threads[:turns] {
+			w.turn(b, th)
+		}
+		seq += time.Since(start)
+		runtime.GC()
+		b.StartTimer()
+		start = time.Now()
+		var wg sync.WaitGroup
+		for _, th := range threads[turns:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.turn(b, th)
+			}()
+		}
+		wg.Wait()
+		conc += time.Since(start)
+	}
+	b.ReportMetric(float64(b.N*turns)/conc.Seconds(), "turns/s")
+	b.ReportMetric(seq.Seconds()/conc.Seconds(), "x_sequential")
+}
+
+// BenchmarkIdleThreadHeap measures the heap a thread holds once its turn is
+// over, on the memory store: B/thread is the growth of the live heap over
+// 1,000 threads that each took one turn (a user message, the model's call,
+// the result, the answer), divided by their number; B/thread-overhead
+// leaves out the four stored messages' own values.
+func BenchmarkIdleThreadHeap(b *testing.B) {
+	const threads = 1000
+	var per, overhead float64
+	for i := 0; i < b.N; i++ {
+		w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		ids := make([]string, threads)
+		for k := range ids {
+			th, err := w.rt.NewThread(context.Background(), "agent", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ids[k] = th.ID
+			w.turn(b, th.ID)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+		page, err := w.store.ListMessages(context.Background(), ids[0], toolrun.MessageQuery{IncludeSilent: true})
+		if err != nil || len(page.Messages) != 4 {
+			b.Fatalf("thread after a turn: %v, %d messages", err, len(page.Messages))
+		}
+		per += held / threads
+		overhead += held/threads - messageBytes(page.Messages)
+		runtime.KeepAlive(w)
+	}
+	b.ReportMetric(per/float64(b.N), "B/thread")
+	b.ReportMetric(overhead/float64(b.N), "B/thread-overhead")
+}
+
+// messageBytes is the heap the values of msgs take: the structs and their
+// strings, rounded up as the allocator does not (a lower bound).
+func messageBytes(msgs []toolrun.Message) float64 {
+	var n int
+	for _, m := range msgs {
+		n += int(sizeofMessage) + len(m.ID) + len(m.Content) + len(m.ThreadID) + len(m.ToolCallID) + len(m.CallDigest)
+		for _, c := range m.ToolCalls {
+			n += int(sizeofToolCall) + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return float64(n)
+}
+
+var (
+	sizeofMessage  = unsafe.Sizeof(toolrun.Message{})
+	sizeofToolCall = unsafe.Sizeof(toolrun.ToolCall{})
+)
