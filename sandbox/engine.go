@@ -352,7 +352,10 @@ func (e *engine) run() (out *outcome) {
 	if err := e.setup(wrapper.(*goja.Object)); err != nil {
 		return e.failure(err)
 	}
-	importsObj := rt.NewObject()
+	var importsObj goja.Value = goja.Undefined() // unused by a bundle without imports
+	if len(e.job.imports) > 0 {
+		importsObj = rt.NewObject()
+	}
 	for _, spec := range sortedKeys(e.job.imports) {
 		ns := rt.NewObject()
 		members := e.job.imports[spec]
@@ -363,7 +366,7 @@ func (e *engine) run() (out *outcome) {
 			}
 			_ = ns.Set(k, v)
 		}
-		_ = importsObj.Set(spec, ns)
+		_ = importsObj.(*goja.Object).Set(spec, ns)
 	}
 	nv, err := fn(goja.Undefined(), importsObj)
 	if err != nil {

@@ -587,8 +587,12 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 		args[i] = v
 	}
 	var funcs []*funcRef
-	imports := make(map[string]map[string]any, len(o.Imports))
-	members := make(map[string][]string, len(o.Imports))
+	var imports map[string]map[string]any
+	var members map[string][]string
+	if len(o.Imports) > 0 {
+		imports = make(map[string]map[string]any, len(o.Imports))
+		members = make(map[string][]string, len(o.Imports))
+	}
 	for _, spec := range sortedKeys(o.Imports) {
 		if !isBareSpecifier(spec) {
 			return nil, &Error{Name: "InvalidCodeExecutionOptions", Message: fmt.Sprintf("imports specifier %q must be a bare specifier (not relative, absolute or a URL)", spec), Specifier: spec}
@@ -605,7 +609,10 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 		imports[spec] = out
 		members[spec] = sortedKeys(ns)
 	}
-	globals := make(map[string]any, len(o.Globals))
+	var globals map[string]any
+	if len(o.Globals) > 0 {
+		globals = make(map[string]any, len(o.Globals))
+	}
 	for _, k := range sortedKeys(o.Globals) {
 		if k == "" {
 			return nil, optionsError("globals: empty name")
