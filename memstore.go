@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 )
 
 // MemoryStore is the in-memory Store: the default when no store is
@@ -46,41 +47,105 @@ type memThread struct {
 	children []ChildEntry        // entries whose parent is this thread, in creation order; immutable once stored
 }
 
-// memRow is one stored message and the counts of rows up to and including
-// it that match the common filters: at the top level, not silent, and both.
-// A row is never changed once stored, so readers may copy it after
-// releasing the thread's lock.
+// memRow is one stored message, kept compact — the fields most messages
+// use inline, the others behind a pointer that most rows leave nil — and
+// the counts of rows up to and including it that match the common filters:
+// at the top level, not silent, and both. Its thread id is the thread's. A
+// row is never changed once stored, so readers may copy it after releasing
+// the thread's lock.
 type memRow struct {
-	m                        Message
-	top, visible, topVisible uint32
+	id, content, toolCallID, name, side, prompt string
+	callDigest                                  string
+	role                                        Role
+	status                                      Status
+	seq                                         int64
+	depth                                       int
+	silent                                      bool
+	toolCalls                                   []ToolCall
+	createdAt                                   time.Time
+	more                                        *memRowMore
+	top, visible, topVisible                    uint32
 }
 
-// memRows holds a thread's rows by value in chunks that never move: chunk k
-// holds 1<<k rows up to chunks of maxChunk rows, then chunks of maxChunk.
-// An append allocates only when it starts a chunk, never copies earlier
-// rows, and a thread of a few messages holds a small chunk. A copy of a
-// memRows (taken under the thread's lock) stays valid for its first n rows
-// while appends go on: they only write rows and chunk headers after it.
+// memRowMore holds the fields of a message that most messages leave empty.
+type memRowMore struct {
+	errorCode, stack, arguments, parentID, subagentID string
+	queued                                            bool
+	errorData, metadata                               map[string]any
+	queuedCalls                                       []ToolCall
+	attachments                                       []AttachmentRef
+}
+
+// newMemRow returns the row of m, with copies of its slices and maps.
+func newMemRow(m *Message) memRow {
+	r := memRow{id: m.ID, content: m.Content, toolCallID: m.ToolCallID, name: m.Name, side: m.Side, prompt: m.Prompt,
+		role: m.Role, status: m.ToolStatus, seq: m.Seq, depth: m.Depth, silent: m.Silent, callDigest: m.CallDigest,
+		toolCalls: slices.Clone(m.ToolCalls), createdAt: m.CreatedAt}
+	if m.ErrorCode != "" || m.Stack != "" || m.Arguments != "" || m.ParentID != "" || m.SubagentID != "" ||
+		m.Queued || m.ErrorData != nil || m.Metadata != nil || m.QueuedCalls != nil || m.Attachments != nil {
+		r.more = &memRowMore{errorCode: m.ErrorCode, stack: m.Stack, arguments: m.Arguments, parentID: m.ParentID,
+			subagentID: m.SubagentID, queued: m.Queued,
+			errorData: cloneMap(m.ErrorData), metadata: cloneMap(m.Metadata),
+			queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
+	}
+	return r
+}
+
+// message returns the message of r on thread, with copies of its slices and
+// maps.
+func (r *memRow) message(thread string) Message {
+	m := Message{ID: r.id, ThreadID: thread, Seq: r.seq, Role: r.role, Content: r.content,
+		ToolCalls: slices.Clone(r.toolCalls), ToolCallID: r.toolCallID, Name: r.name, ToolStatus: r.status,
+		Side: r.side, Depth: r.depth, Silent: r.silent, Prompt: r.prompt, CallDigest: r.callDigest, CreatedAt: r.createdAt}
+	if x := r.more; x != nil {
+		m.ErrorCode, m.Stack, m.Arguments, m.ParentID, m.SubagentID = x.errorCode, x.stack, x.arguments, x.parentID, x.subagentID
+		m.Queued = x.queued
+		m.ErrorData, m.Metadata = cloneMap(x.errorData), cloneMap(x.metadata)
+		m.QueuedCalls, m.Attachments = slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
+	}
+	return m
+}
+
+// cloneMap copies a map of JSON values deeply; nil stays nil.
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	return cloneJSONMap(m)
+}
+
+// memRows holds a thread's rows by value in chunks. Chunk 0 holds the first
+// smallRows rows and is reallocated, twice as big, when it fills, so that a
+// short thread holds little more than its rows; later chunks never move:
+// chunk k (k ≥ 1) holds smallRows<<(k-1) rows up to chunks of maxChunk rows,
+// then chunks of maxChunk. A copy of a memRows (taken under the thread's
+// lock) stays valid for its first n rows while appends go on: they only
+// write rows after them, into chunk 0's array or later chunks, and replace
+// the chunk list instead of changing a chunk's header.
 type memRows struct {
 	chunks [][]memRow
 	n      int
 }
 
 const (
-	maxChunk = 4096
-	// doubled is the number of rows in the chunks that double in size:
-	// 1 + 2 + 4 + … + maxChunk.
-	doubled = 2*maxChunk - 1
+	smallRows = 128
+	maxChunk  = 4096
+	// doubled is the number of rows up to the end of the last chunk that
+	// doubles in size (maxChunk rows, starting at row maxChunk).
+	doubled = 2 * maxChunk
 )
 
 // chunkOf returns the chunk of row i and its index within it.
 func chunkOf(i int) (k, off int) {
-	if i < doubled {
-		k = bits.Len(uint(i+1)) - 1
-		return k, i - (1<<k - 1)
+	switch {
+	case i < smallRows:
+		return 0, i
+	case i < doubled:
+		k = bits.Len(uint(i)) - bits.Len(smallRows) + 1
+		return k, i - smallRows<<(k-1)
 	}
 	j := i - doubled
-	return bits.Len(maxChunk) + j/maxChunk, j % maxChunk
+	return bits.Len(maxChunk) - bits.Len(smallRows) + 2 + j/maxChunk, j % maxChunk
 }
 
 // at returns row i (i < r.n).
@@ -89,13 +154,21 @@ func (r *memRows) at(i int) *memRow {
 	return &r.chunks[k][off]
 }
 
-// push returns the next row's place, adding a chunk when the last is full.
+// push returns the next row's place, growing chunk 0 or adding a chunk when
+// the last is full.
 func (r *memRows) push() *memRow {
 	k, off := chunkOf(r.n)
-	if k == len(r.chunks) {
+	switch {
+	case k == 0 && (len(r.chunks) == 0 || off == len(r.chunks[0])):
+		grown := make([]memRow, max(1, 2*off))
+		if len(r.chunks) > 0 {
+			copy(grown, r.chunks[0])
+		}
+		r.chunks = [][]memRow{grown} // a new list: readers keep the old one
+	case k == len(r.chunks):
 		size := maxChunk
 		if r.n < doubled {
-			size = 1 << k
+			size = smallRows << (k - 1)
 		}
 		r.chunks = append(r.chunks, make([]memRow, size))
 	}
@@ -251,16 +324,13 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	if t == nil {
 		return ErrNotFound
 	}
-	var one [1]Message // a single message, the usual append, is copied here
+	var one [1]memRow // a single message, the usual append, is copied here
 	copies := one[:0]
 	if len(msgs) > 1 {
-		copies = make([]Message, 0, len(msgs))
+		copies = make([]memRow, 0, len(msgs))
 	}
 	for _, m := range msgs {
-		copies = append(copies, *m)
-		c := &copies[len(copies)-1]
-		own(c)
-		c.ThreadID = threadID
+		copies = append(copies, newMemRow(m))
 	}
 	t.mu.Lock()
 	if !t.exists {
@@ -281,24 +351,24 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	for i := range copies {
 		c := &copies[i]
 		t.nextSeq++
-		c.Seq = t.nextSeq
-		if c.Depth == 0 {
+		c.seq = t.nextSeq
+		if c.depth == 0 {
 			last.top++
 		}
-		if !c.Silent {
+		if !c.silent {
 			last.visible++
-			if c.Depth == 0 {
+			if c.depth == 0 {
 				last.topVisible++
 			}
 		}
-		if c.Role == RoleTool && c.ToolCallID != "" {
+		c.top, c.visible, c.topVisible = last.top, last.visible, last.topVisible
+		if c.role == RoleTool && c.toolCallID != "" {
 			if t.results == nil {
 				t.results = map[string]int{}
 			}
-			t.results[c.ToolCallID] = t.rows.n
+			t.results[c.toolCallID] = t.rows.n
 		}
-		r := t.rows.push()
-		r.m, r.top, r.visible, r.topVisible = *c, last.top, last.visible, last.topVisible
+		*t.rows.push() = *c
 	}
 	t.mu.Unlock()
 	for i, m := range msgs {
@@ -307,49 +377,29 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	return nil
 }
 
-// own replaces the maps and slices of m with copies, so that m shares
-// nothing with the message it was copied from.
-func own(m *Message) {
-	if m.ToolCalls != nil {
-		m.ToolCalls = slices.Clone(m.ToolCalls)
-	}
-	if m.QueuedCalls != nil {
-		m.QueuedCalls = slices.Clone(m.QueuedCalls)
-	}
-	if m.ErrorData != nil {
-		m.ErrorData = cloneJSONMap(m.ErrorData)
-	}
-	if m.Attachments != nil {
-		m.Attachments = slices.Clone(m.Attachments)
-	}
-	if m.Metadata != nil {
-		m.Metadata = cloneJSONMap(m.Metadata)
-	}
-}
-
 // duplicate reports the first tool-call id of msgs that already has a
 // stored result on t, or that two results of msgs name. Callers hold t.mu.
-func (t *memThread) duplicate(msgs []Message) (string, bool) {
+func (t *memThread) duplicate(msgs []memRow) (string, bool) {
 	var seen map[string]bool // within msgs, for long batches
 	if len(msgs) > 16 {
 		seen = map[string]bool{}
 	}
 	for i := range msgs {
 		m := &msgs[i]
-		if m.Role != RoleTool || m.ToolCallID == "" {
+		if m.role != RoleTool || m.toolCallID == "" {
 			continue
 		}
-		_, dup := t.results[m.ToolCallID]
+		_, dup := t.results[m.toolCallID]
 		if seen != nil {
-			dup = dup || seen[m.ToolCallID]
-			seen[m.ToolCallID] = true
+			dup = dup || seen[m.toolCallID]
+			seen[m.toolCallID] = true
 		} else {
 			for j := range i {
-				dup = dup || msgs[j].Role == RoleTool && msgs[j].ToolCallID == m.ToolCallID
+				dup = dup || msgs[j].role == RoleTool && msgs[j].toolCallID == m.toolCallID
 			}
 		}
 		if dup {
-			return m.ToolCallID, true
+			return m.toolCallID, true
 		}
 	}
 	return "", false
@@ -369,9 +419,9 @@ func checkMessages(msgs []*Message) error {
 	return nil
 }
 
-// matches reports whether m passes q's depth and silence filters.
-func matches(m *Message, q MessageQuery) bool {
-	return (q.IncludeSilent || !m.Silent) && (q.MaxDepth < 0 || m.Depth <= q.MaxDepth)
+// matches reports whether r passes q's depth and silence filters.
+func matches(r *memRow, q MessageQuery) bool {
+	return (q.IncludeSilent || !r.silent) && (q.MaxDepth < 0 || r.depth <= q.MaxDepth)
 }
 
 // prefix returns, for q's filters, the number of matching rows among the
@@ -421,9 +471,9 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 	t.mu.RUnlock()
 	a := 0
 	if q.After > 0 {
-		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).m.Seq > q.After })
+		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).seq > q.After })
 	}
-	var picked []*Message
+	var picked []*memRow
 	var total int
 	if pre := prefix(&rows, q); pre != nil {
 		base := pre(a)
@@ -431,9 +481,9 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		lo, hi := pageBounds(total, q)
 		// The row of rank lo among the matching rows after a.
 		i := a + sort.Search(rows.n-a, func(k int) bool { return pre(a+k+1)-base > lo })
-		picked = make([]*Message, 0, hi-lo)
+		picked = make([]*memRow, 0, hi-lo)
 		for ; i < rows.n && len(picked) < hi-lo; i++ {
-			if m := &rows.at(i).m; matches(m, q) {
+			if m := rows.at(i); matches(m, q) {
 				picked = append(picked, m)
 			}
 		}
@@ -442,16 +492,15 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		}
 	} else {
 		for i := a; i < rows.n; i++ {
-			if matches(&rows.at(i).m, q) {
+			if matches(rows.at(i), q) {
 				total++
 			}
 		}
 		picked = pickWalking(&rows, a, q, total)
 	}
 	out := make([]Message, len(picked))
-	for i, m := range picked {
-		out[i] = *m
-		own(&out[i])
+	for i, r := range picked {
+		out[i] = r.message(threadID)
 	}
 	lo, hi := pageBounds(total, q)
 	return MessagePage{Messages: out, Total: total, HasMore: pageHasMore(total, q, lo, hi)}, nil
@@ -460,13 +509,13 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 // pickWalking returns the page q selects from the total matching rows of
 // rows from index a on, walking from the end the order selects from, in
 // the order q returns them.
-func pickWalking(rows *memRows, a int, q MessageQuery, total int) []*Message {
+func pickWalking(rows *memRows, a int, q MessageQuery, total int) []*memRow {
 	lo, hi := pageBounds(total, q)
-	out := make([]*Message, 0, hi-lo)
+	out := make([]*memRow, 0, hi-lo)
 	if q.Order == OrderAsc {
 		k := 0
 		for i := a; i < rows.n && k < hi; i++ {
-			m := &rows.at(i).m
+			m := rows.at(i)
 			if !matches(m, q) {
 				continue
 			}
@@ -479,7 +528,7 @@ func pickWalking(rows *memRows, a int, q MessageQuery, total int) []*Message {
 	}
 	k := total // rank, among matching rows, of the row after row i
 	for i := rows.n - 1; i >= a && k > lo; i-- {
-		m := &rows.at(i).m
+		m := rows.at(i)
 		if !matches(m, q) {
 			continue
 		}
@@ -531,17 +580,16 @@ func (s *MemoryStore) ToolResult(ctx context.Context, threadID, toolCallID strin
 	}
 	t.mu.RLock()
 	i, ok := t.results[toolCallID]
-	var m *Message
+	var r *memRow
 	if ok {
-		m = &t.rows.at(i).m
+		r = t.rows.at(i)
 	}
 	t.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotFound
 	}
-	c := *m
-	own(&c)
-	return &c, nil
+	m := r.message(threadID)
+	return &m, nil
 }
 
 // GetValue implements ValueStore.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -17,29 +18,93 @@ func memMsg(id string, role Role, callID string) *Message {
 	return &Message{ID: id, Role: role, ToolCallID: callID, Content: "c " + id, CreatedAt: memTestTime}
 }
 
-// Rows land in chunks that never move, and every row is found again where
-// it was put, across the doubling chunks and the fixed-size ones.
+// Rows are found again where they were put: in chunk 0, reallocated twice
+// as big as it fills, and in the doubling and fixed-size chunks after it,
+// whose rows never move. A copy of the rows taken earlier still reads its
+// rows after more were added, and a short thread holds little more than its
+// rows.
 func TestMemoryStoreRowChunks(t *testing.T) {
-	var r memRows
+	var r, past memRows
 	const n = 3*maxChunk + doubled + 5
-	var first *memRow
+	var fixed *memRow
 	for i := range n {
 		p := r.push()
-		p.m.Seq = int64(i)
-		if i == 0 {
-			first = p
+		p.seq = int64(i)
+		switch i {
+		case 5:
+			past = r
+		case smallRows:
+			fixed = p
 		}
 	}
-	if r.at(0) != first {
-		t.Fatal("the first row moved when later chunks were added")
+	if r.at(smallRows) != fixed {
+		t.Fatal("a row after chunk 0 moved when later chunks were added")
 	}
 	for i := range n {
-		if got := r.at(i).m.Seq; got != int64(i) {
+		if got := r.at(i).seq; got != int64(i) {
 			t.Fatalf("row %d holds Seq %d", i, got)
 		}
 	}
-	if len(r.chunks[0]) != 1 || len(r.chunks[len(r.chunks)-1]) != maxChunk {
-		t.Errorf("chunk sizes %d … %d; want 1 … %d", len(r.chunks[0]), len(r.chunks[len(r.chunks)-1]), maxChunk)
+	for i := range past.n {
+		if got := past.at(i).seq; got != int64(i) {
+			t.Fatalf("row %d of an earlier copy holds Seq %d", i, got)
+		}
+	}
+	if len(r.chunks[0]) != smallRows || len(r.chunks[1]) != smallRows || len(r.chunks[len(r.chunks)-1]) != maxChunk {
+		t.Errorf("chunk sizes %d, %d … %d; want %d, %d … %d", len(r.chunks[0]), len(r.chunks[1]), len(r.chunks[len(r.chunks)-1]), smallRows, smallRows, maxChunk)
+	}
+	var short memRows
+	for range 4 {
+		short.push()
+	}
+	if len(short.chunks) != 1 || len(short.chunks[0]) != 4 {
+		t.Errorf("4 rows are held in %d chunks of %d rows first; want one of 4", len(short.chunks), len(short.chunks[0]))
+	}
+}
+
+// A stored message keeps every field: the compact row holds them all. Every
+// field of the message is set (by reflection, so that a field added to
+// Message and forgotten by the row fails here).
+func TestMemoryStoreRowKeepsEveryField(t *testing.T) {
+	m := Message{}
+	v := reflect.ValueOf(&m).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("v-" + v.Type().Field(i).Name)
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+			e := f.Index(0)
+			for j := range e.NumField() {
+				if e.Field(j).Kind() == reflect.String {
+					e.Field(j).SetString("e-" + e.Type().Field(j).Name)
+				}
+			}
+		case reflect.Map:
+			f.Set(reflect.ValueOf(map[string]any{"k": "v-" + v.Type().Field(i).Name}))
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(memTestTime))
+		default:
+			t.Fatalf("field %s of kind %s: the test does not know how to set it", v.Type().Field(i).Name, f.Kind())
+		}
+		if f.IsZero() {
+			t.Fatalf("field %s is still zero", v.Type().Field(i).Name)
+		}
+	}
+	m.Role = RoleTool
+	r := newMemRow(&m)
+	got := r.message(m.ThreadID)
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("row of a message with every field set reads back as\n%+v\nwant\n%+v", got, m)
+	}
+	got.ToolCalls[0].Name, got.Metadata["k"] = "changed", "changed"
+	if again := r.message(m.ThreadID); !reflect.DeepEqual(again, m) {
+		t.Error("a message read from a row shares its slices or maps with the row")
 	}
 }
 
@@ -155,7 +220,7 @@ func TestMemoryStoreReadsCopyOnlyThePage(t *testing.T) {
 var sizeofMessage = unsafe.Sizeof(Message{})
 
 // The heap held per idle thread is small: a thread with one message, one
-// value and one env variable costs under 4 KiB (about 1.7 KiB here).
+// value and one env variable costs under 4 KiB (about 1.6 KiB here).
 func TestMemoryStoreIdleThreadHeap(t *testing.T) {
 	const n = 4000
 	s := NewMemoryStore()

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/provider/scripted"
@@ -272,11 +271,12 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 // BenchmarkIdleThreadHeap measures the heap a thread holds once its turn is
 // over, on the memory store: B/thread is the growth of the live heap over
 // 1,000 threads that each took one turn (a user message, the model's call,
-// the result, the answer), divided by their number; B/thread-overhead
-// leaves out the four stored messages' own values.
+// the result, the answer), divided by their number. It counts everything
+// the thread keeps: its record, its four stored messages and whatever the
+// runtime keeps for it.
 func BenchmarkIdleThreadHeap(b *testing.B) {
 	const threads = 1000
-	var per, overhead float64
+	var per float64
 	for i := 0; i < b.N; i++ {
 		w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
 		var before, after runtime.MemStats
@@ -299,27 +299,7 @@ func BenchmarkIdleThreadHeap(b *testing.B) {
 			b.Fatalf("thread after a turn: %v, %d messages", err, len(page.Messages))
 		}
 		per += held / threads
-		overhead += held/threads - messageBytes(page.Messages)
 		runtime.KeepAlive(w)
 	}
 	b.ReportMetric(per/float64(b.N), "B/thread")
-	b.ReportMetric(overhead/float64(b.N), "B/thread-overhead")
 }
-
-// messageBytes is the heap the values of msgs take: the structs and their
-// strings, rounded up as the allocator does not (a lower bound).
-func messageBytes(msgs []toolrun.Message) float64 {
-	var n int
-	for _, m := range msgs {
-		n += int(sizeofMessage) + len(m.ID) + len(m.Content) + len(m.ThreadID) + len(m.ToolCallID) + len(m.CallDigest)
-		for _, c := range m.ToolCalls {
-			n += int(sizeofToolCall) + len(c.ID) + len(c.Name) + len(c.Arguments)
-		}
-	}
-	return float64(n)
-}
-
-var (
-	sizeofMessage  = unsafe.Sizeof(toolrun.Message{})
-	sizeofToolCall = unsafe.Sizeof(toolrun.ToolCall{})
-)
