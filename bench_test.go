@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/toolrun/toolrun"
 )
@@ -157,4 +158,53 @@ func benchThreads(n int) []string {
 		threads[i] = "bench-" + strconv.Itoa(i)
 	}
 	return threads
+}
+
+// BenchmarkCall3Ratio alternates rounds of 1,000 calls of BenchmarkCall3
+// with rounds of 1,000 of BenchmarkCall3Baseline and reports the ratio of
+// their times (x_baseline): alternating keeps a change in the machine's
+// load from falling on one side only. ns/op is the call's.
+func BenchmarkCall3Ratio(b *testing.B) {
+	reg := toolrun.NewRegistry(nil)
+	if err := reg.Register(&toolrun.Func[weatherArgs]{Name: "weather", Execute: weather}); err != nil {
+		b.Fatal(err)
+	}
+	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
+	ctx := context.Background()
+	const round = 1000
+	ids := make([]string, round)
+	for i := range ids {
+		ids[i] = "call_" + strconv.Itoa(i)
+	}
+	var base time.Duration
+	batch := []toolrun.ToolCall{{Name: "weather", Arguments: weatherJSON}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for r, left := 0, b.N; left > 0; r++ {
+		n := min(left, round)
+		thread := "ratio-" + strconv.Itoa(r)
+		for i := 0; i < n; i++ {
+			batch[0].ID = ids[i]
+			out, err := ex.Run(ctx, thread, batch)
+			if err != nil || out[0].Message.Content != "Berlin" {
+				b.Fatalf("unexpected outcome: %v %+v", err, out)
+			}
+		}
+		b.StopTimer()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			var a weatherArgs
+			if err := json.Unmarshal([]byte(weatherJSON), &a); err != nil {
+				b.Fatal(err)
+			}
+			res, _ := weather(ctx, nil, a)
+			if _, err := json.Marshal(res); err != nil {
+				b.Fatal(err)
+			}
+		}
+		base += time.Since(start)
+		b.StartTimer()
+		left -= n
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(base), "x_baseline")
 }

@@ -70,7 +70,13 @@ func argumentsResult(f *schema.Failure, kind string) Result {
 
 // runFunction is the run of a function tool's handler.
 func (t *funcTool) runFunction(ctx context.Context, c call) (Result, error) {
-	st := &callState{e: c.e, b: c.b, tool: t, nest: c.nest, id: c.id, resultID: c.resultID}
+	var st *callState
+	if c.caller == nil {
+		st = c.b.state() // top-level calls run one at a time
+	} else {
+		st = new(callState)
+	}
+	st.e, st.b, st.tool, st.nest, st.id, st.resultID = c.e, c.b, t, c.nest, c.id, c.resultID
 	return callTool(ctx, t, st, c.args)
 }
 

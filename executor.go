@@ -208,9 +208,33 @@ type batch struct {
 	resultID string          // id the running call's result message will get
 	obs      observe.Observer
 	// Room for a batch of one call, so that it allocates nothing more:
-	// its queue and its outcome.
-	queueBuf [1]pending
-	outBuf   [1]Outcome
+	// its queue, its outcome, the state its tool gets and its result
+	// message. The state and the message are used once, by the first call
+	// (a tool may keep its ThreadState; the caller keeps the message).
+	queueBuf  [1]pending
+	outBuf    [1]Outcome
+	stateBuf  callState
+	msgBuf    Message
+	stateUsed bool
+	msgUsed   bool
+}
+
+// state returns a callState for a top-level call of the batch.
+func (b *batch) state() *callState {
+	if b.stateUsed {
+		return new(callState)
+	}
+	b.stateUsed = true
+	return &b.stateBuf
+}
+
+// message returns a Message for a result of the batch.
+func (b *batch) message() *Message {
+	if b.msgUsed {
+		return new(Message)
+	}
+	b.msgUsed = true
+	return &b.msgBuf
 }
 
 type pending struct {

@@ -65,7 +65,8 @@ func (e *Executor) shape(ctx context.Context, b *batch, c ToolCall, res Result, 
 		content = sb.String()
 	}
 	st := &b.sc.stamp
-	msg := &Message{
+	msg := b.message()
+	*msg = Message{
 		ID:          id,
 		ThreadID:    b.threadID,
 		Role:        RoleTool,
