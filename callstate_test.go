@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/sandbox"
 )
 
 // inTool runs body as the Execute of a one-call batch on thread t1.
@@ -122,7 +123,7 @@ func TestInjectMessagePersistsWithoutRunning(t *testing.T) {
 }
 
 func TestRunCodeWithoutRunnerIsALinkError(t *testing.T) {
-	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	ex := newExec(t, nil)
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		res := s.RunCode(ctx, "export default 1", nil).Wait(ctx)
 		assert.Equal(t, toolrun.CodeStatusLinkError, res.Status)
@@ -154,7 +155,7 @@ func TestEmitReachesSubscribers(t *testing.T) {
 }
 
 func TestRunCodeRunsInTheGivenCodeRunner(t *testing.T) {
-	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.SandboxRunner{}})
+	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: sandbox.Default()})
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		var reports []any
 		res := s.RunCode(ctx, `
@@ -175,7 +176,7 @@ export default function main(n: number) { report(n); return text.toUpperCase() +
 }
 
 func TestRunCodeIsTerminatedWhenTheToolContextEnds(t *testing.T) {
-	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: toolrun.SandboxRunner{}})
+	ex := newExec(t, &toolrun.ExecutorOptions{CodeRunner: sandbox.Default()})
 	inTool(t, ex, func(ctx context.Context, s toolrun.ThreadState) {
 		cctx, cancel := context.WithCancel(ctx)
 		run := s.RunCode(cctx, "export default () => { for(;;){} }", &toolrun.CodeOptions{Language: "javascript"})

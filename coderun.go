@@ -81,8 +81,9 @@ type CodeResult struct {
 	Duration time.Duration `json:"durationMs"`
 }
 
-// CodeRunner runs sandboxed code for ThreadState.RunCode. The default runner
-// is the sandbox package's; set ExecutorOptions.CodeRunner to use another.
+// CodeRunner runs sandboxed code for ThreadState.RunCode. The sandbox
+// package's Runner is one (sandbox.Default()); set ExecutorOptions.CodeRunner
+// to it or to another. Without one, every run ends with a link_error.
 // Implementations must be safe for concurrent use and must never panic:
 // every failure is a settled CodeResult.
 type CodeRunner interface {
@@ -176,12 +177,11 @@ func (r *CodeRun) Terminate(reason string) {
 	r.terminate(reason)
 }
 
-// NoCodeRunner answers every run with a link_error saying that no code
-// runner is configured. Use it to disable RunCode.
-type NoCodeRunner struct{}
+// noCodeRunner answers every run with a link_error saying that no code
+// runner is configured: the runner of an executor given none.
+type noCodeRunner struct{}
 
-// RunCode implements CodeRunner.
-func (NoCodeRunner) RunCode(context.Context, string, *CodeOptions) *CodeRun {
+func (noCodeRunner) RunCode(context.Context, string, *CodeOptions) *CodeRun {
 	return SettledCodeRun(CodeResult{Status: CodeStatusLinkError, Error: &CodeError{
 		Name:    "MissingCodeRunner",
 		Message: "no code runner is configured: set ExecutorOptions.CodeRunner",

@@ -86,9 +86,12 @@
 //
 // # Sandbox
 //
-// ThreadState.RunCode runs JavaScript or TypeScript in the sandbox package:
-// a fresh goja realm per run, in warm worker processes with a hard memory
-// cap, terminated on request or when the tool's context ends.
+// ThreadState.RunCode runs JavaScript or TypeScript through the executor's
+// CodeRunner. The sandbox package's Runner is one (set
+// ExecutorOptions.CodeRunner to sandbox.Default()): a fresh goja realm per
+// run, in warm worker processes with a hard memory cap, terminated on
+// request or when the tool's context ends. A program that sets no
+// CodeRunner does not link the sandbox, and its runs end with a link_error.
 //
 // # Errors
 //

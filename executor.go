@@ -80,7 +80,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		e.log = defaultLogger
 	}
 	if e.code == nil {
-		e.code = NoCodeRunner{}
+		e.code = noCodeRunner{}
 	}
 	e.env = make(map[string]EnvValue, len(opts.Env))
 	for k, v := range opts.Env {

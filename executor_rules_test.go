@@ -479,9 +479,9 @@ func TestQueuedCallSurvivesResume(t *testing.T) {
 		}),
 	)
 	calls := []toolrun.ToolCall{{ID: "c1", Name: "parent", Arguments: "{}"}}
-	_, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: fs, CodeRunner: toolrun.NoCodeRunner{}}).Run(context.Background(), "t1", calls)
+	_, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: fs}).Run(context.Background(), "t1", calls)
 	require.Error(t, err) // the queued call's result could not be stored: "crash"
-	out, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: mem, CodeRunner: toolrun.NoCodeRunner{}}).Run(context.Background(), "t1", calls)
+	out, err := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: mem}).Run(context.Background(), "t1", calls)
 	require.NoError(t, err)
 	assert.True(t, out[0].Resumed)
 	assert.Len(t, out, 2, "the queued call was lost on resume")

@@ -51,7 +51,7 @@ func TestConcurrentInvokeOfPromptToolsRace(t *testing.T) {
 		&toolrun.Prompt{Name: "outer", Model: "m", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("fan")}},
 		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "outer"}, SideB: toolrun.Side{Human: true}},
 	))
-	rt := toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	rt := toolrun.NewRuntime(reg, nil)
 	th, err := rt.NewThread(context.Background(), "a", nil)
 	require.NoError(t, err)
 	_, err = rt.Send(context.Background(), th.ID, "go")

@@ -243,7 +243,7 @@ func TestBackgroundChildFailureIsRedacted(t *testing.T) {
 		&toolrun.Agent{Name: "lead", SideA: toolrun.Side{Prompt: "lp", Subagents: []toolrun.SubagentRelationship{{Agent: "worker"}}},
 			SideB: toolrun.Side{Human: true}},
 	))
-	rt := toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	rt := toolrun.NewRuntime(reg, nil)
 	th, err := rt.NewThread(context.Background(), "lead", &toolrun.ThreadOptions{Env: map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}}})
 	require.NoError(t, err)
 	lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "worker", "message": "go", "attachments": []any{}, "name": "w"})),
@@ -263,7 +263,7 @@ func TestBackgroundChildFailureIsRedacted(t *testing.T) {
 func TestAbortErrorIsRedacted(t *testing.T) {
 	ex := toolrun.NewExecutor(mustReg(t, fn("boom", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
 		return toolrun.Result{}, fmt.Errorf("%w: login with %s refused", toolrun.ErrAbort, reviewSecret)
-	})), &toolrun.ExecutorOptions{CodeRunner: toolrun.NoCodeRunner{},
+	})), &toolrun.ExecutorOptions{
 		Env: map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}}})
 	_, err := ex.Run(context.Background(), "t1", []toolrun.ToolCall{{ID: "c1", Name: "boom", Arguments: "{}"}})
 	require.ErrorIs(t, err, toolrun.ErrAbort)
@@ -279,7 +279,7 @@ func TestErrorDataNestedTypesAreRedacted(t *testing.T) {
 				"headers":  map[string]string{"Authorization": "Bearer " + reviewSecret},
 				"attempts": []map[string]any{{"url": "https://x/?key=" + reviewSecret}},
 			}}, nil
-	})), &toolrun.ExecutorOptions{Store: st, CodeRunner: toolrun.NoCodeRunner{},
+	})), &toolrun.ExecutorOptions{Store: st,
 		Env: map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}}})
 	out, err := ex.Run(context.Background(), "t1", []toolrun.ToolCall{{ID: "c1", Name: "fail", Arguments: "{}"}})
 	require.NoError(t, err)
@@ -293,7 +293,7 @@ func TestInjectMessageIsRedacted(t *testing.T) {
 	ex := toolrun.NewExecutor(mustReg(t, fn("inject", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
 		return toolrun.Text("ok"), s.InjectMessage(ctx, toolrun.Message{Role: toolrun.RoleSystem, Content: "key=" + reviewSecret,
 			Metadata: map[string]any{"k": reviewSecret}})
-	})), &toolrun.ExecutorOptions{Store: st, CodeRunner: toolrun.NoCodeRunner{},
+	})), &toolrun.ExecutorOptions{Store: st,
 		Env: map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}}})
 	_, err := ex.Run(context.Background(), "t1", []toolrun.ToolCall{{ID: "c1", Name: "inject", Arguments: "{}"}})
 	require.NoError(t, err)
@@ -309,8 +309,7 @@ func TestToolCallDoneHookIsRedacted(t *testing.T) {
 	ex := toolrun.NewExecutor(mustReg(t, fn("leak", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
 		return toolrun.Text("token is " + reviewSecret), nil
 	})), &toolrun.ExecutorOptions{
-		Env:        map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}},
-		CodeRunner: toolrun.NoCodeRunner{},
+		Env: map[string]toolrun.EnvValue{"TOKEN": {Value: reviewSecret}},
 		Hooks: toolrun.Hooks{ToolCallDone: func(ctx context.Context, _ string, ev toolrun.ToolCallDone) {
 			got = ev.Result.Result
 		}},

@@ -20,7 +20,9 @@ type RuntimeOptions struct {
 	Logger *slog.Logger
 	// Hooks are called around tool calls.
 	Hooks Hooks
-	// CodeRunner runs ThreadState.RunCode; nil means the sandbox.
+	// CodeRunner runs ThreadState.RunCode (ExecutorOptions.CodeRunner);
+	// sandbox.Default() is the sandbox's. nil answers every run with a
+	// link_error.
 	CodeRunner CodeRunner
 	// TracerProvider receives "chat <model>" and "execute_tool <name>" spans
 	// (OpenTelemetry GenAI conventions). nil means no tracing.

@@ -454,7 +454,7 @@ func TestTerminateDuringTurnIsNotUndone(t *testing.T) {
 		&toolrun.Prompt{Name: "pp", Model: "m", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("close_me")}},
 		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "pp"}, SideB: toolrun.Side{Human: true}},
 	)
-	rt = toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{CodeRunner: toolrun.NoCodeRunner{}})
+	rt = toolrun.NewRuntime(reg, nil)
 	th, err := rt.NewThread(context.Background(), "a", nil)
 	require.NoError(t, err)
 	_, err = rt.Send(context.Background(), th.ID, "hi")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/sandbox"
 )
 
 // RunArgs are the arguments of run_typescript.
@@ -52,19 +53,33 @@ var RunTypeScript = &toolrun.Func[RunArgs]{
 }
 
 func main() {
-	ctx := context.Background()
+	outcomes, err := run(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, o := range outcomes {
+		fmt.Printf("%s (%s): %s\n", o.Call.ID, o.Message.ToolStatus, o.Message.Content)
+	}
+}
+
+// run makes two calls of run_typescript on a thread with a notes file: one
+// counts its words, one loops until its timeout.
+func run(ctx context.Context) ([]toolrun.Outcome, error) {
 	reg := toolrun.NewRegistry(nil)
 	if err := reg.Register(RunTypeScript); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	store := toolrun.NewMemoryStore()
 	if err := store.CreateThread(ctx, &toolrun.Thread{ID: "thread-1"}); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
 	if _, err := store.WriteFile(ctx, "thread-1", toolrun.FileInfo{Path: "/notes.txt", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("the quick brown fox jumps over the lazy dog")); err != nil {
-		log.Fatal(err)
+		return nil, err
 	}
-	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: store})
+	// The sandbox runs the code: in warm worker processes that re-execute
+	// this binary, with a hard memory cap. Programs that set no CodeRunner
+	// do not link it.
+	ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: store, CodeRunner: sandbox.Default()})
 
 	wordCount := `import { readFile } from "fs";
 const text: string = (await readFile("/notes.txt")) ?? "";
@@ -72,16 +87,10 @@ export default function main(): { words: number } {
   return { words: text.split(/\s+/).filter(Boolean).length };
 }`
 	runaway := `export default function main(): never { for (;;) {} }`
-	outcomes, err := ex.Run(ctx, "thread-1", []toolrun.ToolCall{
+	return ex.Run(ctx, "thread-1", []toolrun.ToolCall{
 		{ID: "call_1", Name: "run_typescript", Arguments: jsonArgs("counting words in notes.txt", wordCount)},
 		{ID: "call_2", Name: "run_typescript", Arguments: jsonArgs("looping forever", runaway)},
 	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, o := range outcomes {
-		fmt.Printf("%s (%s): %s\n", o.Call.ID, o.Message.ToolStatus, o.Message.Content)
-	}
 }
 
 func jsonArgs(description, code string) string {

@@ -128,7 +128,7 @@ func crashExecutor(t testing.TB, st toolrun.Store, logPath string, delay time.Du
 	if err := reg.Register(slowTool(logPath, delay)); err != nil {
 		t.Fatal(err)
 	}
-	return toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: st, CodeRunner: toolrun.NoCodeRunner{}})
+	return toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: st})
 }
 
 // readExecutions returns the call numbers the tool started, in order.

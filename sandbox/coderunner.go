@@ -1,30 +1,28 @@
-package toolrun
+package sandbox
 
 import (
 	"context"
 	"sync/atomic"
 
-	"github.com/toolrun/toolrun/sandbox"
+	"github.com/toolrun/toolrun"
 )
 
-// SandboxRunner adapts a sandbox.Runner to CodeRunner. The executor uses
-// one over sandbox.Default() unless ExecutorOptions.CodeRunner is set: runs
-// execute in warm worker processes with a hard memory cap (see the sandbox
-// package documentation, including the worker re-exec hook).
-type SandboxRunner struct {
-	// Runner is the sandbox runner; nil means sandbox.Default().
-	Runner *sandbox.Runner
-}
+var _ toolrun.CodeRunner = (*Runner)(nil)
 
-// RunCode implements CodeRunner.
-func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOptions) *CodeRun {
-	r := s.Runner
+// RunCode implements toolrun.CodeRunner, so that a Runner runs the code of
+// ThreadState.RunCode: set ExecutorOptions.CodeRunner (or
+// RuntimeOptions.CodeRunner) to Default() or to a Runner of your own; a nil
+// *Runner is Default(). Only programs that do so link the sandbox: the
+// toolrun package itself does not import it. Plain Go functions of the signature
+// func(context.Context, []any) (any, error) among opts' imports and globals
+// become host functions.
+func (r *Runner) RunCode(ctx context.Context, source string, opts *toolrun.CodeOptions) *toolrun.CodeRun {
 	if r == nil {
-		r = sandbox.Default()
+		r = Default()
 	}
-	var so *sandbox.Options
+	var so *Options
 	if opts != nil {
-		so = &sandbox.Options{
+		so = &Options{
 			Imports:          convertImports(opts.Imports),
 			Globals:          convertNamespace(opts.Globals),
 			Modules:          opts.Modules,
@@ -34,16 +32,16 @@ func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOpt
 			Timeout:          opts.Timeout,
 		}
 		if opts.Execute != nil {
-			so.Execute = &sandbox.Execute{Fn: opts.Execute.Fn, Args: opts.Execute.Args}
+			so.Execute = &Execute{Fn: opts.Execute.Fn, Args: opts.Execute.Args}
 		}
 	}
 	// The handle exists before the run starts, so reports and a Terminate
 	// that arrive at once are never lost.
 	var (
-		started    atomic.Pointer[sandbox.Run]
+		started    atomic.Pointer[Run]
 		terminated atomic.Pointer[string]
 	)
-	run, record, settle := NewCodeRun(func(reason string) {
+	run, record, settle := toolrun.NewCodeRun(func(reason string) {
 		terminated.Store(&reason)
 		if sr := started.Load(); sr != nil {
 			sr.Terminate(reason)
@@ -64,7 +62,7 @@ func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOpt
 	go func() {
 		res, err := srun.Wait(context.WithoutCancel(ctx))
 		if err != nil {
-			settle(CodeResult{Status: CodeStatusError, Error: &CodeError{Name: "Error", Message: err.Error()}})
+			settle(toolrun.CodeResult{Status: toolrun.CodeStatusError, Error: &toolrun.CodeError{Name: "Error", Message: err.Error()}})
 			return
 		}
 		settle(fromSandbox(res))
@@ -72,18 +70,18 @@ func (s SandboxRunner) RunCode(ctx context.Context, source string, opts *CodeOpt
 	return run
 }
 
-func fromSandbox(res sandbox.Result) CodeResult {
-	out := CodeResult{Status: CodeStatus(res.Status), Value: res.Value, Reports: res.Reports, Duration: res.Duration}
+func fromSandbox(res Result) toolrun.CodeResult {
+	out := toolrun.CodeResult{Status: toolrun.CodeStatus(res.Status), Value: res.Value, Reports: res.Reports, Duration: res.Duration}
 	if out.Reports == nil {
 		out.Reports = []any{}
 	}
 	if res.Error != nil {
 		e := res.Error
-		out.Error = &CodeError{Name: e.Name, Message: e.Message, Stack: e.Stack, Line: e.Line, Column: e.Column, Filename: e.Filename, Specifier: e.Specifier}
+		out.Error = &toolrun.CodeError{Name: e.Name, Message: e.Message, Stack: e.Stack, Line: e.Line, Column: e.Column, Filename: e.Filename, Specifier: e.Specifier}
 	}
-	out.Logs = make([]CodeLog, len(res.Logs))
+	out.Logs = make([]toolrun.CodeLog, len(res.Logs))
 	for i, l := range res.Logs {
-		out.Logs[i] = CodeLog{Level: l.Level, Args: l.Args, Timestamp: l.Timestamp}
+		out.Logs[i] = toolrun.CodeLog{Level: l.Level, Args: l.Args, Timestamp: l.Timestamp}
 	}
 	return out
 }
@@ -99,7 +97,7 @@ func convertImports(m map[string]map[string]any) map[string]map[string]any {
 	return out
 }
 
-// convertNamespace turns plain Go host functions into sandbox.HostFunc.
+// convertNamespace turns plain Go host functions into HostFunc.
 func convertNamespace(ns map[string]any) map[string]any {
 	if ns == nil {
 		return nil
@@ -107,7 +105,7 @@ func convertNamespace(ns map[string]any) map[string]any {
 	out := make(map[string]any, len(ns))
 	for k, v := range ns {
 		if f, ok := v.(func(context.Context, []any) (any, error)); ok {
-			v = sandbox.HostFunc(f)
+			v = HostFunc(f)
 		}
 		out[k] = v
 	}
