@@ -302,6 +302,30 @@ func hostileCases() []hostileCase {
 				assert.NotContains(t, c, "Go struct")
 			},
 		},
+		{
+			name:    "integer one past a 64-bit limit",
+			attacks: "a model sends 2⁶³ for an int64 field and 2⁶⁴ for a uint64 one: float64 rounds them onto the limits, so the check let them through and decoding failed with Go's type names",
+			holds:   "validation refuses both in the contract's form, and the limits themselves pass",
+			run: func(t *testing.T) {
+				type wide struct {
+					Big  int64  `json:"big"`
+					Huge uint64 `json:"huge"`
+				}
+				var got wide
+				ex := newExec(t, nil, &toolrun.Func[wide]{Name: "wide", Execute: func(_ context.Context, _ toolrun.ThreadState, a wide) (toolrun.Result, error) {
+					got = a
+					return toolrun.Text("ran"), nil
+				}})
+				out := run(t, ex, "t", call("1", "wide", `{"big":9223372036854775808,"huge":18446744073709551616}`))
+				c := out[0].Message.Content
+				assert.True(t, strings.HasPrefix(c, "Failed to execute tool: Tool argument validation failed: [big] "), c)
+				assert.Contains(t, c, "; [huge] ")
+				assert.NotContains(t, c, "Go struct")
+				out = run(t, ex, "t", call("2", "wide", `{"big":9223372036854775807,"huge":18446744073709551615}`))
+				assert.Equal(t, "ran", out[0].Message.Content)
+				assert.Equal(t, wide{Big: math.MaxInt64, Huge: math.MaxUint64}, got)
+			},
+		},
 	}
 }
 

@@ -154,7 +154,8 @@ func (a *Args) generic(text string) (any, *Failure) {
 	if a.s == nil {
 		return v, nil
 	}
-	if issues := a.s.Validate(v); len(issues) > 0 {
+	exact, _ := decodeExact([]byte(text))
+	if issues := a.s.Validate(exact); len(issues) > 0 {
 		return nil, &Failure{Issues: issues}
 	}
 	a.s.ApplyDefaults(v)
@@ -181,7 +182,7 @@ func (a *Args) checked(text string, typed bool) (raw []byte, patch []byte, f *Fa
 			}
 		}
 	}
-	v, err := Decode(raw)
+	v, err := decodeExact(raw)
 	if err != nil {
 		return nil, nil, &Failure{Syntax: err}
 	}

@@ -67,8 +67,12 @@ func TestSizedNumberTypesAdvertiseTheirRange(t *testing.T) {
 		{`{"e":1,"small":1,"tight":11,"float":1,"int":1,"wide":1,"double":1}`, "tight"},
 		{`{"e":1,"small":1,"tight":1,"float":1e39,"int":1,"wide":1,"double":1}`, "float"},
 		{`{"e":1,"small":1,"tight":1,"float":1,"int":1e20,"wide":1,"double":1}`, "int"},
+		// One past the limits, which float64 rounds onto them.
+		{`{"e":1,"small":1,"tight":1,"float":1,"int":9223372036854775808,"wide":1,"double":1}`, "int"},
+		{`{"e":1,"small":1,"tight":1,"float":1,"int":-9223372036854775809,"wide":1,"double":1}`, "int"},
+		{`{"e":1,"small":1,"tight":1,"float":1,"int":1,"wide":18446744073709551616,"double":1}`, "wide"},
 	} {
-		v, err := Decode([]byte(c.args))
+		v, err := decodeExact([]byte(c.args))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +84,21 @@ func TestSizedNumberTypesAdvertiseTheirRange(t *testing.T) {
 			t.Errorf("%s: the fast check accepts it", c.args)
 		}
 	}
-	if v, _ := Decode([]byte(`{` + base + `,"wide":18446744073709551615}`)); len(s.Validate(v)) != 0 {
-		t.Error("the largest uint64 must pass")
+	for _, limits := range []string{
+		`{"e":1,"small":1,"tight":1,"float":1,"int":9223372036854775807,"wide":18446744073709551615,"double":1}`,
+		`{"e":1,"small":1,"tight":1,"float":1,"int":-9223372036854775808,"wide":0,"double":1}`,
+	} {
+		if v, _ := decodeExact([]byte(limits)); len(s.Validate(v)) != 0 {
+			t.Errorf("%s: the limits themselves must pass", limits)
+		}
+		if ok, _, supported := s.Check(limits); supported && !ok {
+			t.Errorf("%s: the fast check refuses the limits themselves", limits)
+		}
+	}
+	// What models are sent states the limits exactly.
+	for _, want := range []string{`"maximum":9223372036854775807`, `"minimum":-9223372036854775808`, `"maximum":18446744073709551615`} {
+		if !strings.Contains(string(s.JSON()), want) {
+			t.Errorf("the advertised schema lacks %s: %s", want, s.JSON())
+		}
 	}
 }

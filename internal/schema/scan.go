@@ -210,6 +210,12 @@ func (s *scanner) checkNumber(n *fastNode, f float64) bool {
 	if (n.enum != nil || n.hasConst) && !s.checkScalar(n, bit, f) {
 		return false
 	}
+	if math.Abs(f) >= 1<<53 && (n.min != nil || n.max != nil || n.xmin != nil || n.xmax != nil) {
+		// float64 cannot tell such a number from its neighbours (2⁶³ from
+		// the int64 maximum): the full path compares it exactly.
+		s.unsupported = true
+		return false
+	}
 	return !(n.min != nil && f < *n.min || n.max != nil && f > *n.max ||
 		n.xmin != nil && f <= *n.xmin || n.xmax != nil && f >= *n.xmax)
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"sort"
 	"strings"
@@ -191,8 +192,12 @@ func Compile(name string, doc any) (*Schema, error) {
 	if err := checkDefaults(compiled, nil, map[*validator.Schema]bool{}); err != nil {
 		return nil, err
 	}
+	// Numbers stay exact (json.Number): a float64 would advertise the
+	// 64-bit integer limits rounded past them.
 	var adv map[string]any
-	if err := json.Unmarshal(raw, &adv); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&adv); err != nil {
 		return nil, err
 	}
 	stripKeys(adv)
@@ -351,6 +356,21 @@ func Decode(b []byte) (any, error) {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return nil, err
+	}
+	return v, nil
+}
+
+// decodeExact is Decode with numbers kept as json.Number, for validation:
+// float64 would round a number past a 64-bit limit onto it.
+func decodeExact(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &json.SyntaxError{Offset: dec.InputOffset()}
 	}
 	return v, nil
 }
