@@ -139,7 +139,7 @@ func ExampleRegistry() {
 		getIssue,
 		&toolrun.Model{Name: "conversational", Provider: scripted.New(), ID: "any-model"},
 		&toolrun.Prompt{
-			Name: "triager", Model: "conversational", Text: "You triage issues.", IncludeChat: true,
+			Name: "triager", Model: "conversational", Text: "You triage issues.", IncludeChat: true, IncludePastTools: true,
 			Tools: []toolrun.PromptTool{toolrun.Use("get_isue")}, // a typo
 		},
 		&toolrun.Agent{Name: "triage", SideA: toolrun.Side{Prompt: "triager"}, SideB: toolrun.Side{Human: true}},
@@ -166,5 +166,5 @@ func ExampleRegistry() {
 	// toolrun: register "get_issue": name already registered (as a tool)
 	// label_issue registered: false
 	// toolrun: register "triager": Tools[0] ("get_isue"): no tool, prompt or agent of that name is registered
-	// toolrun: register "triager": Tools[0] ("get_isue"): no tool, prompt or agent of that name is registered
+	// toolrun: new thread of agent "triage" refused: the registry does not check: toolrun: register "triager": Tools[0] ("get_isue"): no tool, prompt or agent of that name is registered
 }

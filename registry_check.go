@@ -37,6 +37,10 @@ func (r *Registry) checkAgent(e *entry, a *Agent, bad func(*entry, string, ...an
 				r.log.Warn("toolrun: an agent side's prompt has IncludeChat false: its model is sent only the system prompt and the messages tools inject during the turn, never the user's messages; set IncludeChat: true on the prompt to send the conversation",
 					"agent", a.Name, "side", side.name, "prompt", p.Name)
 			}
+			if ok && len(p.Tools) > 0 && !p.IncludePastTools {
+				r.log.Warn("toolrun: an agent side's prompt offers tools and has IncludePastTools false: its requests carry neither its tool calls nor their results, those of the current turn included; set IncludePastTools: true on the prompt when the model must read what its tools return",
+					"agent", a.Name, "side", side.name, "prompt", p.Name)
+			}
 		}
 		tools := []struct{ field, name string }{{"StopTool", s.StopTool}}
 		for _, b := range []struct {

@@ -133,3 +133,24 @@ func TestSidePromptWithoutChatIsWarnedAboutWithoutALoggerConfigured(t *testing.T
 	assert.Contains(t, out, "set IncludeChat: true")
 	assert.NotContains(t, out, "as_tool")
 }
+
+// A side's prompt that offers tools without IncludePastTools never shows
+// the model what its tools returned: Check warns. A prompt that keeps past
+// tools, or offers none, is not warned about.
+func TestSidePromptWithToolsButNoPastToolsIsWarnedAbout(t *testing.T) {
+	var buf bytes.Buffer
+	reg := toolrun.NewRegistry(&toolrun.RegistryOptions{Logger: slog.New(slog.NewTextHandler(&buf, nil))})
+	require.NoError(t, reg.Register(&toolrun.Model{Name: "m", Provider: scripted.New()},
+		fn("search", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text(""), nil }),
+		&toolrun.Prompt{Name: "blind", Model: "m", IncludeChat: true, Tools: []toolrun.PromptTool{toolrun.Use("search")}},
+		&toolrun.Prompt{Name: "sighted", Model: "m", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("search")}},
+		&toolrun.Prompt{Name: "toolless", Model: "m", IncludeChat: true},
+		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "blind"}, SideB: toolrun.Side{Prompt: "sighted"}},
+		&toolrun.Agent{Name: "b", SideA: toolrun.Side{Prompt: "toolless"}, SideB: toolrun.Side{Human: true}}))
+	require.NoError(t, reg.Check())
+	out := buf.String()
+	assert.Contains(t, out, "prompt=blind")
+	assert.Contains(t, out, "set IncludePastTools: true")
+	assert.NotContains(t, out, "prompt=sighted")
+	assert.NotContains(t, out, "prompt=toolless")
+}

@@ -191,7 +191,7 @@ type ThreadOptions struct {
 // NewThread creates a thread running agent.
 func (rt *Runtime) NewThread(ctx context.Context, agent string, opts *ThreadOptions) (*Thread, error) {
 	if err := rt.checkDefinitions(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("toolrun: new thread of agent %q refused: the registry does not check: %w", agent, err)
 	}
 	if _, ok := rt.reg.Agent(agent); !ok {
 		return nil, fmt.Errorf("toolrun: new thread: agent %q is not registered", agent)
@@ -343,7 +343,7 @@ const resumeWindow = 64
 func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error)) (*Reply, error) {
 	rt = rt.base
 	if err := rt.checkDefinitions(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("toolrun: turn on thread %s refused: the registry does not check: %w", threadID, err)
 	}
 	lock := rt.turns.lock(threadID)
 	defer rt.turns.unlock(threadID, lock)

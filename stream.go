@@ -3,7 +3,6 @@ package toolrun
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -64,7 +63,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	for ch, err := range ts.model.Provider.Stream(sctx, req) {
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
-			return "", nil, fmt.Errorf("toolrun: model %s: %w", ts.model.Name, err)
+			return "", nil, &modelError{model: ts.model.Name, err: err}
 		}
 		switch ch.Type {
 		case ChunkText:
@@ -183,3 +182,16 @@ func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen m
 		id = reissuedID(id)
 	}
 }
+
+// modelError is a failed model request: the model's name, then the
+// provider's error, whose own "toolrun: " prefix is not repeated.
+type modelError struct {
+	model string
+	err   error
+}
+
+func (e *modelError) Error() string {
+	return "toolrun: model " + e.model + ": " + strings.TrimPrefix(e.err.Error(), "toolrun: ")
+}
+
+func (e *modelError) Unwrap() error { return e.err }
