@@ -135,9 +135,9 @@
 //
 // In the default [ModeWorker] each run executes in a child worker process,
 // kept warm in a small pool ([RunnerOptions.PoolSize]) so a run pays no
-// process start (about 0.1 ms per trivial run, 10–15 µs per bridged call
-// and 10 µs per call of a Promise.all batch, against a 3–12 µs raw pipe
-// round trip; see BENCHMARKS.md). At most [RunnerOptions.MaxWorkers] runs execute at once;
+// process start (about 0.1 ms per trivial run, about 10 µs per bridged
+// call and 10 µs per call of a Promise.all batch, against a raw pipe round
+// trip of 3–30 µs on the shared test VM; see BENCHMARKS.md). At most [RunnerOptions.MaxWorkers] runs execute at once;
 // more wait for a worker. Any binary that imports this
 // package can be its own worker: the package's init function checks the
 // environment variable TOOLRUN_SANDBOX_WORKER ([WorkerEnv]) and, when it is
