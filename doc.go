@@ -63,6 +63,14 @@
 // per IncludeChat and IncludePastTools, progress arguments read from the
 // stream, loop guards — until the thread waits for the human again.
 //
+// IncludeChat and IncludePastTools default to false, as in the
+// specification: a side's prompt without them sends its model only the
+// system prompt and what tools inject during the turn, and never shows it
+// what its tools returned; [Registry.Check] warns about both. A prompt's
+// History [Window] bounds what each request carries (the zero Window sends
+// the whole thread). After a Send that failed or was interrupted,
+// [Runtime.Resume] finishes the turn from what is stored.
+//
 // # Threads
 //
 // A running tool sees its thread through [ThreadState]: identity, execution
@@ -70,7 +78,8 @@
 // defaults, user account, runtime instance), other tools, messages, events,
 // files and the code sandbox. Secret env values are redacted as
 // [REDACTED:<NAME>] from everything that leaves a tool. Package toolruntest
-// provides a fake ThreadState for unit tests of tools.
+// runs tools in unit tests through the production executor, over a memory
+// store, and returns what production would store.
 //
 // # Stores
 //
