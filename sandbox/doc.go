@@ -1,7 +1,10 @@
 // Package sandbox runs model- or user-written JavaScript and TypeScript as
 // hostile input: nothing the code does may crash, hang or starve the host
-// process. It is the code runner behind ThreadState.RunCode in the toolrun
-// root package, and it imports nothing from it, so it can be used on its own.
+// process. A [Runner] is the code runner behind ThreadState.RunCode in the
+// toolrun root package (it implements toolrun.CodeRunner: set
+// ExecutorOptions.CodeRunner to Default()), and it can be used on its own.
+// The root package does not import this one, so only programs that use the
+// sandbox link it.
 //
 // # Quick start
 //

@@ -664,8 +664,7 @@ func (e *engine) setup(wrapper *goja.Object) error {
 	// console is made on first use: most runs never log, and its six
 	// functions cost more than the accessor that makes them. The accessor
 	// replaces itself with a plain data property on first get or set.
-	var lazy *goja.Object
-	lazy = rt.ToValue(func(call goja.FunctionCall) goja.Value {
+	lazy := rt.ToValue(func(call goja.FunctionCall) goja.Value {
 		var v goja.Value
 		if len(call.Arguments) > 0 {
 			v = call.Arguments[0] // assignment: console = v
