@@ -3,6 +3,9 @@ package toolrun
 import (
 	"context"
 	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
 )
 
 // Window bounds the chat history a prompt's requests carry. The zero value
@@ -114,51 +117,73 @@ func (rt *Runtime) history(ctx context.Context, ts *turnState) ([]Message, error
 
 // chatWindow returns the thread's chat as the acting side sees it, within
 // the prompt's window. It reads the newest top-level rows the window can
-// use (all of them without a window). A turn keeps the rows it read: its
-// next request reads only the rows stored since, as a thread only ever
-// grows at its end, and reads again from the newest row when the window
-// might reach past the kept ones.
+// use (all of them without a window). A turn keeps the rows it read and
+// their perspective: its next request reads only the rows stored since, as
+// a thread only ever grows at its end, turns only those when it can, and
+// reads again from the newest row when the window might reach past the
+// kept rows.
 func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, error) {
 	p := ts.prompt
 	w := p.History
-	view := func(segs ...[]Message) ([]Message, bool) {
-		return window(perspective(ts.sideKey, p.IncludePastTools, segs...), w)
-	}
 	if c := &ts.rows; c.ok {
 		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: c.last, Order: OrderAsc})
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
+		c.keep(page.Messages)
 		if len(page.Messages) > 0 {
 			c.segs = append(c.segs, page.Messages)
 			c.last = lastSeqOf(page.Messages, c.last)
+			if c.view.clean {
+				c.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
+			} else {
+				n := 16
+				for _, seg := range c.segs {
+					n += len(seg)
+				}
+				c.view = view{out: c.buffer(n)}
+				c.view.add(ts.sideKey, p.IncludePastTools, c.segs...)
+			}
+			c.keep(c.view.out)
 		}
 		// Without older rows left out, the kept rows are the whole thread.
-		if kept, limited := view(c.segs...); limited || !c.more {
+		if kept, limited := window(c.view.out, w); limited || !c.more {
 			return kept, nil
 		}
 	}
 	if !w.bounded() {
-		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true})
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, ts.rows.buffer(0))
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
-		ts.rows = turnRows{ok: true, segs: [][]Message{page.Messages}, last: lastSeqOf(page.Messages, 0)}
-		kept, _ := view(page.Messages)
+		ts.rows.keep(page.Messages)
+		ts.rows.reset(page, view{out: ts.rows.buffer(len(page.Messages) + 16)})
+		ts.rows.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
+		ts.rows.keep(ts.rows.view.out)
+		kept, _ := window(ts.rows.view.out, w)
 		return kept, nil
 	}
 	limit := 256
 	if w.Messages > 0 {
-		limit = w.Messages + 8 // room for a few rows the perspective drops
+		// Room for the rows the perspective drops: a few, or the tool rows
+		// of a prompt without past tools.
+		limit = w.Messages + 4
+		if !p.IncludePastTools {
+			limit = 2 * w.Messages
+		}
 	}
 	for {
-		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, Limit: limit})
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, Limit: limit}, ts.rows.buffer(limit))
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
-		kept, limited := view(page.Messages)
+		ts.rows.keep(page.Messages)
+		v := view{out: ts.rows.buffer(len(page.Messages) + 16)}
+		v.add(ts.sideKey, p.IncludePastTools, page.Messages)
+		ts.rows.keep(v.out)
+		kept, limited := window(v.out, w)
 		if limited || !page.HasMore {
-			ts.rows = turnRows{ok: true, segs: [][]Message{page.Messages}, last: lastSeqOf(page.Messages, 0), more: page.HasMore}
+			ts.rows.reset(page, v)
 			return kept, nil
 		}
 		limit *= 2
@@ -166,13 +191,68 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 }
 
 // turnRows are the rows a turn read for its requests, in the pages it
-// read them, oldest first.
+// read them, oldest first, and their perspective. The slices it reads into
+// and builds in come from a pool and go back to it when the turn ends
+// (release): by then no request refers to them (a Provider keeps nothing of
+// a request once its stream has ended).
 type turnRows struct {
-	ok   bool
-	segs [][]Message
-	last int64 // the Seq of the newest row read
-	more bool  // older rows exist that rows leave out
+	ok    bool
+	segs  [][]Message
+	last  int64 // the Seq of the newest row read
+	more  bool  // older rows exist that rows leave out
+	view  view  // the perspective of segs
+	owned [][]Message
 }
+
+// reset makes page the rows read so far and v their perspective.
+func (c *turnRows) reset(page MessagePage, v view) {
+	c.ok, c.segs, c.last, c.more, c.view = true, [][]Message{page.Messages}, lastSeqOf(page.Messages, 0), page.HasMore, v
+}
+
+// buffer returns an empty slice with room for n messages, from the pool.
+func (c *turnRows) buffer(n int) []Message {
+	k := max(bits.Len(uint(max(n, 1)-1)), minBufBits) // room for 1<<k ≥ n
+	if k >= len(messageBufs) {
+		return make([]Message, 0, n)
+	}
+	if p, _ := messageBufs[k].Get().(*[]Message); p != nil {
+		return (*p)[:0]
+	}
+	return make([]Message, 0, 1<<k)
+}
+
+// keep records s (and the array under it) as the turn's, to release.
+func (c *turnRows) keep(s []Message) {
+	if cap(s) == 0 {
+		return
+	}
+	for _, o := range c.owned {
+		if cap(o) > 0 && &o[:1][0] == &s[:1][0] {
+			return
+		}
+	}
+	c.owned = append(c.owned, s)
+}
+
+// release returns the turn's slices to the pool, cleared.
+func (c *turnRows) release() {
+	for _, s := range c.owned {
+		if k := bits.Len(uint(cap(s))) - 1; k >= minBufBits && k < len(messageBufs) {
+			clear(s) // rows past len were never written
+			s = s[:0]
+			messageBufs[k].Put(&s) // room for 1<<k at least
+		}
+	}
+	*c = turnRows{}
+}
+
+// messageBufs recycles the slices turns read their chat into and build
+// their view in, by size (pool k holds slices with room for at least 1<<k
+// messages): fresh ones, of tens of kilobytes, cost more per request than
+// the rows they hold. Slices for more than 1<<13 messages are not kept.
+var messageBufs [14]sync.Pool // of *[]Message
+
+const minBufBits = 4
 
 func lastSeqOf(rows []Message, or int64) int64 {
 	if len(rows) == 0 {
@@ -187,7 +267,8 @@ func (rt *Runtime) filterHistory(ctx context.Context, ts *turnState, msgs []Mess
 	if f == nil {
 		return msgs, nil
 	}
-	out, err := f(ctx, ts.th.ID, msgs)
+	// The filter gets a copy: the turn keeps its view for its next request.
+	out, err := f(ctx, ts.th.ID, slices.Clone(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: prompt %s: history filter: %w", ts.prompt.Name, err)
 	}

@@ -170,9 +170,9 @@ func TestTurnReadsOnlyWhatItSends(t *testing.T) {
 	}{
 		// Each request reads the rows of the turn so far (1, then 3).
 		{"without chat", false, 0, func(int) int { return 1 + 3 + 2 + 4 }},
-		// The first request reads the window and a margin (10 + 16), the
+		// The first request reads the window and a margin (10 + 4), the
 		// second only the two rows stored since.
-		{"with chat and a window of 10", true, 10, func(int) int { return 26 + 2 + 2 + 4 }},
+		{"with chat and a window of 10", true, 10, func(int) int { return 14 + 2 + 2 + 4 }},
 		// The first request reads the thread, the second only the new rows.
 		{"with the whole chat", true, 0, func(n int) int { return n + 1 + 2 + 2 + 4 }},
 	} {

@@ -459,6 +459,12 @@ func prefix(rows *memRows, q MessageQuery) func(i int) int {
 // selects from. The page's messages are copied after the lock is released:
 // stored rows are never changed.
 func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q MessageQuery) (MessagePage, error) {
+	return s.listMessagesInto(ctx, threadID, q, nil)
+}
+
+// listMessagesInto implements messagesInto: ListMessages, the page's
+// messages appended to buf[:0].
+func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q MessageQuery, buf []Message) (MessagePage, error) {
 	if err := ctx.Err(); err != nil {
 		return MessagePage{}, err
 	}
@@ -498,9 +504,12 @@ func (s *MemoryStore) ListMessages(ctx context.Context, threadID string, q Messa
 		}
 		picked = pickWalking(&rows, a, q, total)
 	}
-	out := make([]Message, len(picked))
-	for i, r := range picked {
-		out[i] = r.message(threadID)
+	out := buf[:0]
+	if cap(out) < len(picked) {
+		out = make([]Message, 0, len(picked))
+	}
+	for _, r := range picked {
+		out = append(out, r.message(threadID))
 	}
 	lo, hi := pageBounds(total, q)
 	return MessagePage{Messages: out, Total: total, HasMore: pageHasMore(total, q, lo, hi)}, nil

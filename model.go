@@ -45,7 +45,9 @@ type Provider interface {
 	// Stream sends req and yields the response as it arrives. The sequence
 	// ends after a ChunkFinish, or with a non-nil error (a *ProviderError
 	// for failures the provider reported). Cancelling ctx must stop the
-	// request and end the sequence with ctx's error.
+	// request and end the sequence with ctx's error. req and what it refers
+	// to are the caller's: Stream must not change them, nor keep them once
+	// the sequence has ended (copy what it keeps).
 	Stream(ctx context.Context, req *Request) iter.Seq2[Chunk, error]
 }
 

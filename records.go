@@ -117,3 +117,18 @@ func (r records) loadBatch(ctx context.Context, threadID string) (threadFacts, m
 	}
 	return factsOf(th), env, nil
 }
+
+// messagesInto is a store that can read a page of messages into a slice the
+// caller gives: the memory store, where the turn's pooled buffers save the
+// allocation of every page.
+type messagesInto interface {
+	listMessagesInto(ctx context.Context, threadID string, q MessageQuery, buf []Message) (MessagePage, error)
+}
+
+// listMessagesInto is ListMessages, into buf when the store can.
+func (r records) listMessagesInto(ctx context.Context, threadID string, q MessageQuery, buf []Message) (MessagePage, error) {
+	if l, ok := r.Store.(messagesInto); ok {
+		return l.listMessagesInto(ctx, threadID, q, buf)
+	}
+	return r.ListMessages(ctx, threadID, q)
+}

@@ -38,8 +38,30 @@ func sideOf(m *Message) string { return m.Side }
 // orphans dropped, queued results shown as a synthetic call block. The
 // rows may come in several segments, in order.
 func perspective(side string, pastTools bool, segs ...[]Message) []Message {
+	var v view
+	v.add(side, pastTools, segs...)
+	return v.out
+}
+
+// view is the perspective of the rows a turn has read, kept between its
+// requests so that the rows a later request adds are turned only once.
+type view struct {
+	out    []Message       // the perspective of the rows added so far
+	called map[string]bool // ids of the calls of the assistant rows added
+	// clean reports that more rows can only add to out: every call of the
+	// rows added has its result among them, and no run of queued results
+	// was still open at their end.
+	clean bool
+}
+
+// add turns segs, which follow the rows added before (when v is clean) or
+// are all the rows (when v is new), and appends their perspective to out.
+func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 	results := map[string]*Message{}
-	called := map[string]bool{}
+	if v.called == nil {
+		v.called = map[string]bool{}
+	}
+	called := v.called
 	n := 0
 	for _, rows := range segs {
 		n += len(rows)
@@ -55,7 +77,12 @@ func perspective(side string, pastTools bool, segs ...[]Message) []Message {
 			}
 		}
 	}
-	out := make([]Message, 0, n)
+	out := v.out
+	if cap(out)-len(out) < n {
+		// Room for these rows, and for a few more steps' rows after them.
+		out = append(make([]Message, 0, len(out)+n+16), out...)
+	}
+	clean := true
 	var queued []Message    // a run of queued results waiting for their synthetic call block
 	var queuedArgs []string // their calls' (redacted) arguments
 	flushQueued := func() {
@@ -107,6 +134,7 @@ func perspective(side string, pastTools bool, segs ...[]Message) []Message {
 					if r := results[c.ID]; r != nil {
 						out = append(out, toModel(*r))
 					} else {
+						clean = false // its result may come later
 						out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
 							Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
 					}
@@ -125,8 +153,11 @@ func perspective(side string, pastTools bool, segs ...[]Message) []Message {
 			}
 		}
 	}
+	if len(queued) > 0 {
+		clean = false // more queued results would join this run's block
+	}
 	flushQueued()
-	return out
+	v.out, v.clean = out, clean
 }
 
 // toModel keeps the fields a provider needs.

@@ -31,61 +31,87 @@ func newWeatherExecutor(b *testing.B) *toolrun.Executor {
 	return toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
 }
 
-// runCallsOn makes n calls of the weather tool from g goroutines, each on
-// threads of its own (a new one every perThread calls), and returns the
-// time they took.
-func runCallsOn(b *testing.B, ex *toolrun.Executor, prefix string, g, n, perThread int) time.Duration {
-	var wg sync.WaitGroup
-	start := time.Now()
-	for k := 0; k < g; k++ {
-		calls := n / g
-		if k < n%g {
-			calls++
-		}
-		wg.Add(1)
+// callWorkers are g goroutines making typed calls through ex, each on
+// threads of its own (a new one every perThread of its calls). They live as
+// long as the benchmark: a round hands each its share of calls.
+type callWorkers struct {
+	work []chan int
+	done sync.WaitGroup
+}
+
+func newCallWorkers(b *testing.B, ex *toolrun.Executor, prefix string, g, perThread int) *callWorkers {
+	w := &callWorkers{work: make([]chan int, g)}
+	for k := range w.work {
+		w.work[k] = make(chan int, 1)
 		go func() {
-			defer wg.Done()
 			batch := []toolrun.ToolCall{{Name: "weather", Arguments: weatherJSON}}
-			for i := 0; i < calls; i++ {
-				thread := prefix + strconv.Itoa(k) + "-" + strconv.Itoa(i/perThread)
-				batch[0].ID = "call_" + strconv.Itoa(i)
-				out, err := ex.Run(context.Background(), thread, batch)
-				if err != nil || out[0].Message.Content != "Berlin" {
-					b.Errorf("unexpected outcome: %v %+v", err, out)
-					return
+			made := 0
+			for n := range w.work[k] {
+				for range n {
+					thread := prefix + strconv.Itoa(k) + "-" + strconv.Itoa(made/perThread)
+					batch[0].ID = "call_" + strconv.Itoa(made)
+					made++
+					out, err := ex.Run(context.Background(), thread, batch)
+					if err != nil || out[0].Message.Content != "Berlin" {
+						b.Errorf("unexpected outcome: %v %+v", err, out)
+						break
+					}
 				}
+				w.done.Done()
 			}
 		}()
 	}
-	wg.Wait()
+	b.Cleanup(func() {
+		for _, c := range w.work {
+			close(c)
+		}
+	})
+	return w
+}
+
+// round makes n calls, shared among the workers, and returns the time they
+// took.
+func (w *callWorkers) round(n int) time.Duration {
+	g := len(w.work)
+	w.done.Add(g)
+	start := time.Now()
+	for k, c := range w.work {
+		share := n / g
+		if k < n%g {
+			share++
+		}
+		c <- share
+	}
+	w.done.Wait()
 	return time.Since(start)
 }
 
 // BenchmarkCallsParallel makes typed calls through Executor.Run on the
 // memory store from 1, 2, 64 and 4,096 goroutines, each on threads of its
-// own. Every round of g goroutines alternates with a round of the same
-// calls from one goroutine on threads of the same sizes; ns/op and calls/s
-// are those of the g goroutines, x_one_goroutine their rate over the one
-// goroutine's.
+// own. Every round of the g goroutines alternates with a round of the same
+// number of calls from one goroutine, on threads of the same sizes; ns/op
+// and calls/s are those of the g goroutines, x_one_goroutine their rate over
+// the one goroutine's.
 func BenchmarkCallsParallel(b *testing.B) {
 	for _, g := range []int{1, 2, 64, 4096} {
 		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			ex := newWeatherExecutor(b)
 			round := max(2048, 8*g)
 			perThread := max(1, min(1000, round/g))
-			var many, one time.Duration
+			many := newCallWorkers(b, ex, "many-", g, perThread)
+			one := newCallWorkers(b, ex, "one-", 1, perThread)
+			var tMany, tOne time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
-			for r, left := 0, b.N; left > 0; r++ {
+			for left := b.N; left > 0; left -= round {
 				n := min(left, round)
 				b.StopTimer()
-				one += runCallsOn(b, ex, fmt.Sprintf("one-%d-", r), 1, n, perThread)
+				tOne += one.round(n)
 				b.StartTimer()
-				many += runCallsOn(b, ex, fmt.Sprintf("many-%d-", r), g, n, perThread)
-				left -= n
+				tMany += many.round(n)
 			}
-			b.ReportMetric(float64(b.N)/many.Seconds(), "calls/s")
-			b.ReportMetric(one.Seconds()/many.Seconds(), "x_one_goroutine")
+			b.ReportMetric(float64(b.N)/tMany.Seconds(), "calls/s")
+			b.ReportMetric(tOne.Seconds()/tMany.Seconds(), "x_one_goroutine")
 		})
 	}
 }

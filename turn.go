@@ -171,6 +171,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 	exec := &Execution{Side: sideKey}
 	ts := &turnState{rt: rt, th: th, agent: agent, side: side, sideKey: sideKey, prompt: prompt, model: model, exec: exec,
 		total: total, ceiling: ceiling, turnStart: turnStart, nest: nestingOf(ctx)}
+	defer ts.rows.release()
 	steps := 0
 	lastText := ""
 	// runCalls runs a response's calls and applies the stop rules after

@@ -235,7 +235,7 @@ func NewPerThread(opts *Options, script func(threadID string) []*Response) *Prov
 // iterated, with the Stream context and the request. It is called from
 // several goroutines at once when requests overlap, so it must be safe for
 // concurrent use, and must treat the request, which is the caller's, as
-// read-only. The Provider does not copy the response respond returns
+// read-only and keep nothing of it after returning (copy what it keeps). The Provider does not copy the response respond returns
 // and only reads it, so respond may return one Response to many requests
 // at once, provided nothing changes it meanwhile. A nil response fails the
 // request with a *toolrun.ProviderError with code "invalid_request".
