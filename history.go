@@ -137,11 +137,11 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 			if c.view.clean {
 				c.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
 			} else {
-				n := 16
+				n := 0
 				for _, seg := range c.segs {
 					n += len(seg)
 				}
-				c.view = view{out: c.buffer(n)}
+				c.view = view{out: c.buffer(viewRoom(n))}
 				c.view.add(ts.sideKey, p.IncludePastTools, c.segs...)
 			}
 			c.keep(c.view.out)
@@ -152,12 +152,12 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 	}
 	if !w.bounded() {
-		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, ts.rows.buffer(0))
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, nil) // its size is known only after
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
 		ts.rows.keep(page.Messages)
-		ts.rows.reset(page, view{out: ts.rows.buffer(len(page.Messages) + 16)})
+		ts.rows.reset(page, view{out: ts.rows.buffer(viewRoom(len(page.Messages)))})
 		ts.rows.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
 		ts.rows.keep(ts.rows.view.out)
 		kept, _ := window(ts.rows.view.out, w)
@@ -178,7 +178,7 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
 		ts.rows.keep(page.Messages)
-		v := view{out: ts.rows.buffer(len(page.Messages) + 16)}
+		v := view{out: ts.rows.buffer(viewRoom(len(page.Messages)))}
 		v.add(ts.sideKey, p.IncludePastTools, page.Messages)
 		ts.rows.keep(v.out)
 		kept, limited := window(v.out, w)
@@ -252,7 +252,11 @@ func (c *turnRows) release() {
 // the rows they hold. Slices for more than 1<<13 messages are not kept.
 var messageBufs [14]sync.Pool // of *[]Message
 
-const minBufBits = 4
+const minBufBits = 3
+
+// viewRoom is the room a view of n rows is given: the rows, and those of a
+// few more steps.
+func viewRoom(n int) int { return n + max(4, n/8) }
 
 func lastSeqOf(rows []Message, or int64) int64 {
 	if len(rows) == 0 {

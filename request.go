@@ -80,7 +80,7 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 	out := v.out
 	if cap(out)-len(out) < n {
 		// Room for these rows, and for a few more steps' rows after them.
-		out = append(make([]Message, 0, len(out)+n+16), out...)
+		out = append(make([]Message, 0, viewRoom(len(out)+n)), out...)
 	}
 	clean := true
 	var queued []Message    // a run of queued results waiting for their synthetic call block
@@ -93,7 +93,8 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 		for i, q := range queued {
 			calls[i] = ToolCall{ID: q.ToolCallID, Name: q.Name, Arguments: queuedArgs[i]}
 		}
-		out = append(out, Message{Role: RoleAssistant, ToolCalls: calls})
+		out = append(out, Message{})
+		out[len(out)-1].Role, out[len(out)-1].ToolCalls = RoleAssistant, calls
 		out = append(out, queued...)
 		queued, queuedArgs = nil, nil
 	}
@@ -107,7 +108,7 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 					continue
 				}
 				if m.Queued && !called[m.ToolCallID] {
-					queued = append(queued, toModel(*m))
+					queued = appendModel(queued, m)
 					queuedArgs = append(queuedArgs, m.Arguments)
 				}
 				// Results of model calls are emitted after their call; orphans are dropped.
@@ -116,40 +117,45 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 				flushQueued()
 				if !own {
 					if strings.TrimSpace(m.Content) != "" {
-						out = append(out, Message{Role: RoleUser, Content: m.Content, Attachments: m.Attachments})
+						out = append(out, Message{})
+						d := &out[len(out)-1]
+						d.Role, d.Content, d.Attachments = RoleUser, m.Content, m.Attachments
 					}
 					continue
 				}
-				am := toModel(*m)
 				if !pastTools {
-					am.ToolCalls = nil
-					if strings.TrimSpace(am.Content) == "" {
+					if strings.TrimSpace(m.Content) == "" {
 						continue
 					}
-					out = append(out, am)
+					out = appendModel(out, m)
+					out[len(out)-1].ToolCalls = nil
 					continue
 				}
-				out = append(out, am)
+				out = appendModel(out, m)
 				for _, c := range m.ToolCalls {
 					if r := results[c.ID]; r != nil {
-						out = append(out, toModel(*r))
+						out = appendModel(out, r)
 					} else {
 						clean = false // its result may come later
-						out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
-							Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+						out = append(out, Message{})
+						d := &out[len(out)-1]
+						d.Role, d.ToolCallID, d.Name, d.ToolStatus = RoleTool, c.ID, c.Name, StatusError
+						d.Content = strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)
 					}
 				}
 			case RoleUser:
 				flushQueued()
 				if sideOf(m) == side && side == "b" {
 					// Side B's own messages are its assistant turns.
-					out = append(out, Message{Role: RoleAssistant, Content: m.Content, Attachments: m.Attachments})
+					out = append(out, Message{})
+					d := &out[len(out)-1]
+					d.Role, d.Content, d.Attachments = RoleAssistant, m.Content, m.Attachments
 					continue
 				}
-				out = append(out, toModel(*m))
+				out = appendModel(out, m)
 			default:
 				flushQueued()
-				out = append(out, toModel(*m))
+				out = appendModel(out, m)
 			}
 		}
 	}
@@ -160,8 +166,12 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 	v.out, v.clean = out, clean
 }
 
-// toModel keeps the fields a provider needs.
-func toModel(m Message) Message {
-	return Message{ID: m.ID, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID,
-		Name: m.Name, ToolStatus: m.ToolStatus, Attachments: m.Attachments}
+// appendModel appends to out the fields of m a provider needs, without a
+// Message temporary on the stack.
+func appendModel(out []Message, m *Message) []Message {
+	out = append(out, Message{})
+	d := &out[len(out)-1]
+	d.ID, d.Role, d.Content, d.ToolCalls, d.ToolCallID = m.ID, m.Role, m.Content, m.ToolCalls, m.ToolCallID
+	d.Name, d.ToolStatus, d.Attachments = m.Name, m.ToolStatus, m.Attachments
+	return out
 }

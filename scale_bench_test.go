@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"path/filepath"
 	"runtime"
@@ -124,6 +125,34 @@ type turnWorld struct {
 	store toolrun.Store
 }
 
+// turnMarks remembers the threads whose turn made its first request, in
+// shards, so that 10,000 concurrent turns do not contend on it.
+type turnMarks struct {
+	seed   maphash.Seed
+	once   sync.Once
+	shards [256]struct {
+		mu sync.Mutex
+		m  map[string]bool
+	}
+}
+
+// flip reports whether thread had no mark, and flips it.
+func (t *turnMarks) flip(thread string) bool {
+	t.once.Do(func() { t.seed = maphash.MakeSeed() })
+	sh := &t.shards[maphash.String(t.seed, thread)%uint64(len(t.shards))]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m[thread] {
+		delete(sh.m, thread)
+		return false
+	}
+	if sh.m == nil {
+		sh.m = map[string]bool{}
+	}
+	sh.m[thread] = true
+	return true
+}
+
 // historyPrompts are the prompts the history benchmarks compare.
 var historyPrompts = []struct {
 	name   string
@@ -137,13 +166,12 @@ var historyPrompts = []struct {
 func newTurnWorld(b testing.TB, st toolrun.Store, prompt toolrun.Prompt) *turnWorld {
 	// The model calls a tool on a turn's first request and answers on its
 	// second, whatever the prompt lets it see.
-	var requests sync.Map // threads whose turn made its first request
+	var requests turnMarks
 	p := scripted.NewFunc(nil, func(ctx context.Context, req *toolrun.Request) *scripted.Response {
-		if _, second := requests.LoadAndDelete(req.ThreadID); second {
-			return scripted.Text("done")
+		if requests.flip(req.ThreadID) {
+			return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 7}))
 		}
-		requests.Store(req.ThreadID, true)
-		return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 7}))
+		return scripted.Text("done")
 	})
 	prompt.Name, prompt.Model = "pr", "m"
 	prompt.Tools = []toolrun.PromptTool{toolrun.Use("get_issue")}
