@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/bits"
 	"path"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // MemoryStore is the in-memory Store: the default when no store is
@@ -38,7 +40,9 @@ type memThread struct {
 	exists  bool   // CreateThread stored t
 	t       Thread // immutable once stored: writes replace it with a copy
 	rows    memRows
-	results map[string]int // tool-call id → index in rows
+	arena   memArena       // the bytes of the rows' strings
+	more    []*memRowMore  // the rows' rarer fields; row.more-1 indexes it; immutable once stored
+	results map[string]int // tool-call id (a string of the arena) → index in rows
 	nextSeq int64
 
 	values   map[string]json.RawMessage
@@ -47,24 +51,24 @@ type memThread struct {
 	children []ChildEntry        // entries whose parent is this thread, in creation order; immutable once stored
 }
 
-// memRow is one stored message, kept compact — the fields most messages
-// use inline, the others behind a pointer that most rows leave nil — and
-// the counts of rows up to and including it that match the common filters:
-// at the top level, not silent, and both. Its thread id is the thread's. A
-// row is never changed once stored, so readers may copy it after releasing
-// the thread's lock.
+// memRow is one stored message and the counts of rows up to and including
+// it that match the common filters: at the top level, not silent, and both.
+// A row holds no pointers: its strings are in the thread's arena and its
+// rarer fields, which most rows leave empty, in the thread's more list. So
+// the garbage collector marks a chunk of rows without scanning it, and the
+// work of a collection does not grow with the messages a store holds. Its
+// thread id is the thread's; CreatedAt is kept as a UTC instant. A row is
+// never changed once stored, so readers may copy it after releasing the
+// thread's lock.
 type memRow struct {
-	id, content, toolCallID, name, side, prompt string
-	callDigest                                  string
-	role                                        Role
-	status                                      Status
-	seq                                         int64
-	depth                                       int
-	silent                                      bool
-	toolCalls                                   []ToolCall
-	createdAt                                   time.Time
-	more                                        *memRowMore
-	top, visible, topVisible                    uint32
+	id, content, toolCallID, name, side, prompt, callDigest, role, status strRef
+	seq                                                                   int64
+	sec                                                                   int64 // CreatedAt, Unix seconds
+	nsec                                                                  int32 // and nanoseconds
+	silent                                                                bool
+	depth                                                                 int
+	more                                                                  int32 // 1 + index in the thread's more; 0: none
+	top, visible, topVisible                                              uint32
 }
 
 // memRowMore holds the fields of a message that most messages leave empty.
@@ -72,38 +76,151 @@ type memRowMore struct {
 	errorCode, stack, arguments, parentID, subagentID string
 	queued                                            bool
 	errorData, metadata                               map[string]any
-	queuedCalls                                       []ToolCall
+	toolCalls, queuedCalls                            []ToolCall
 	attachments                                       []AttachmentRef
 }
 
-// newMemRow returns the row of m, with copies of its slices and maps.
-func newMemRow(m *Message) memRow {
-	r := memRow{id: m.ID, content: m.Content, toolCallID: m.ToolCallID, name: m.Name, side: m.Side, prompt: m.Prompt,
-		role: m.Role, status: m.ToolStatus, seq: m.Seq, depth: m.Depth, silent: m.Silent, callDigest: m.CallDigest,
-		toolCalls: slices.Clone(m.ToolCalls), createdAt: m.CreatedAt}
-	if m.ErrorCode != "" || m.Stack != "" || m.Arguments != "" || m.ParentID != "" || m.SubagentID != "" ||
-		m.Queued || m.ErrorData != nil || m.Metadata != nil || m.QueuedCalls != nil || m.Attachments != nil {
-		r.more = &memRowMore{errorCode: m.ErrorCode, stack: m.Stack, arguments: m.Arguments, parentID: m.ParentID,
-			subagentID: m.SubagentID, queued: m.Queued,
-			errorData: cloneMap(m.ErrorData), metadata: cloneMap(m.Metadata),
-			queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
+// newMemRowMore returns the rarer fields of m, with copies of its slices
+// and maps, or nil when m has none.
+func newMemRowMore(m *Message) *memRowMore {
+	if m.ErrorCode == "" && m.Stack == "" && m.Arguments == "" && m.ParentID == "" && m.SubagentID == "" &&
+		!m.Queued && m.ErrorData == nil && m.Metadata == nil && m.ToolCalls == nil && m.QueuedCalls == nil && m.Attachments == nil {
+		return nil
 	}
-	return r
+	return &memRowMore{errorCode: m.ErrorCode, stack: m.Stack, arguments: m.Arguments, parentID: m.ParentID,
+		subagentID: m.SubagentID, queued: m.Queued,
+		errorData: cloneMap(m.ErrorData), metadata: cloneMap(m.Metadata),
+		toolCalls: slices.Clone(m.ToolCalls), queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
 }
 
-// message returns the message of r on thread, with copies of its slices and
-// maps.
-func (r *memRow) message(thread string) Message {
-	m := Message{ID: r.id, ThreadID: thread, Seq: r.seq, Role: r.role, Content: r.content,
-		ToolCalls: slices.Clone(r.toolCalls), ToolCallID: r.toolCallID, Name: r.name, ToolStatus: r.status,
-		Side: r.side, Depth: r.depth, Silent: r.silent, Prompt: r.prompt, CallDigest: r.callDigest, CreatedAt: r.createdAt}
-	if x := r.more; x != nil {
+// memStaged is what an append prepares for a message before it takes the
+// thread's lock: the copies of its rarer fields and of a long content.
+type memStaged struct {
+	more    *memRowMore
+	content []byte // a copy of a content longer than arenaOwn; nil otherwise
+}
+
+func stage(m *Message) memStaged {
+	st := memStaged{more: newMemRowMore(m)}
+	if len(m.Content) > arenaOwn {
+		st.content = []byte(m.Content)
+	}
+	return st
+}
+
+// addRow stores m as the thread's next row, numbered seq, with the counters
+// given; callers hold t.mu for writing.
+func (t *memThread) addRow(m *Message, st memStaged, seq int64, top, visible, topVisible uint32) {
+	a := &t.arena
+	r := t.rows.push()
+	*r = memRow{id: a.put(m.ID), toolCallID: a.put(m.ToolCallID), name: a.put(m.Name), side: a.put(m.Side),
+		prompt: a.put(m.Prompt), callDigest: a.put(m.CallDigest), role: a.put(string(m.Role)), status: a.put(string(m.ToolStatus)),
+		seq: seq, sec: m.CreatedAt.Unix(), nsec: int32(m.CreatedAt.Nanosecond()), silent: m.Silent, depth: m.Depth,
+		top: top, visible: visible, topVisible: topVisible}
+	if st.content != nil {
+		r.content = a.own(st.content)
+	} else {
+		r.content = a.put(m.Content)
+	}
+	if st.more != nil {
+		t.more = append(t.more, st.more)
+		r.more = int32(len(t.more))
+	}
+}
+
+// memView is what a reader copies of a thread under its lock: rows, arena
+// blocks and more list, whose first elements never change.
+type memView struct {
+	rows   memRows
+	blocks [][]byte
+	more   []*memRowMore
+}
+
+// view returns the thread's rows as a reader may keep them; callers hold
+// t.mu.
+func (t *memThread) view() memView { return memView{t.rows, t.arena.blocks, t.more} }
+
+// message returns the message of r (a row of v) on thread, with copies of
+// its slices and maps.
+func (v *memView) message(r *memRow, thread string) Message {
+	str := func(s strRef) string { return arenaString(v.blocks, s) }
+	m := Message{ID: str(r.id), ThreadID: thread, Seq: r.seq, Role: Role(str(r.role)), Content: str(r.content),
+		ToolCallID: str(r.toolCallID), Name: str(r.name), ToolStatus: Status(str(r.status)), Side: str(r.side),
+		Depth: r.depth, Silent: r.silent, Prompt: str(r.prompt), CallDigest: str(r.callDigest),
+		CreatedAt: time.Unix(r.sec, int64(r.nsec)).UTC()}
+	if r.more > 0 {
+		x := v.more[r.more-1]
 		m.ErrorCode, m.Stack, m.Arguments, m.ParentID, m.SubagentID = x.errorCode, x.stack, x.arguments, x.parentID, x.subagentID
 		m.Queued = x.queued
 		m.ErrorData, m.Metadata = cloneMap(x.errorData), cloneMap(x.metadata)
-		m.QueuedCalls, m.Attachments = slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
+		m.ToolCalls, m.QueuedCalls, m.Attachments = slices.Clone(x.toolCalls), slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
 	}
 	return m
+}
+
+// strRef locates a string in a thread's arena: n bytes at off in block blk,
+// or the whole block when n is wholeBlock. The zero strRef is "".
+type strRef struct{ blk, off, n uint32 }
+
+const wholeBlock = math.MaxUint32
+
+// memArena holds the bytes of a thread's strings in blocks. Bytes are only
+// ever written after the bytes in use, and a block is never replaced, so a
+// copy of blocks (taken under the thread's lock) reads every string of the
+// rows seen with it; the strings a reader builds point into the blocks,
+// which nothing changes.
+type memArena struct {
+	blocks [][]byte
+	cur    int // the block strings are packed into; -1 (or no blocks): none yet
+	used   int // bytes used in it
+}
+
+const (
+	arenaFirst = 128     // the first block's size
+	arenaMax   = 8 << 10 // blocks double in size up to this
+	arenaOwn   = 1 << 10 // a string longer than this gets a block of its own
+)
+
+// put copies s into the arena.
+func (a *memArena) put(s string) strRef {
+	if s == "" {
+		return strRef{}
+	}
+	if len(s) > arenaOwn {
+		return a.own([]byte(s))
+	}
+	if len(a.blocks) == 0 || a.cur < 0 || a.used+len(s) > len(a.blocks[a.cur]) {
+		size := arenaFirst
+		if len(a.blocks) > 0 && a.cur >= 0 {
+			size = min(2*len(a.blocks[a.cur]), arenaMax)
+		}
+		a.blocks = append(a.blocks, make([]byte, max(size, len(s))))
+		a.cur, a.used = len(a.blocks)-1, 0
+	}
+	r := strRef{blk: uint32(a.cur), off: uint32(a.used), n: uint32(len(s))}
+	a.used += copy(a.blocks[a.cur][a.used:], s)
+	return r
+}
+
+// own adds b, which nothing else holds, as a block of its own.
+func (a *memArena) own(b []byte) strRef {
+	if len(a.blocks) == 0 {
+		a.cur = -1
+	}
+	a.blocks = append(a.blocks, b)
+	return strRef{blk: uint32(len(a.blocks) - 1), n: wholeBlock}
+}
+
+// arenaString returns the string r locates in blocks, without copying it.
+func arenaString(blocks [][]byte, r strRef) string {
+	if r.n == 0 {
+		return ""
+	}
+	b := blocks[r.blk]
+	if r.n == wholeBlock {
+		return unsafe.String(&b[0], len(b))
+	}
+	return unsafe.String(&b[r.off], int(r.n))
 }
 
 // cloneMap copies a map of JSON values deeply; nil stays nil.
@@ -324,13 +441,13 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	if t == nil {
 		return ErrNotFound
 	}
-	var one [1]memRow // a single message, the usual append, is copied here
-	copies := one[:0]
+	var one [1]memStaged // a single message, the usual append, is staged here
+	staged := one[:0]
 	if len(msgs) > 1 {
-		copies = make([]memRow, 0, len(msgs))
+		staged = make([]memStaged, 0, len(msgs))
 	}
 	for _, m := range msgs {
-		copies = append(copies, newMemRow(m))
+		staged = append(staged, stage(m))
 	}
 	t.mu.Lock()
 	if !t.exists {
@@ -338,37 +455,35 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 		return ErrNotFound
 	}
 	// Check everything before changing anything: all or nothing.
-	if id, dup := t.duplicate(copies); dup {
+	if id, dup := t.duplicate(msgs); dup {
 		t.mu.Unlock()
 		return fmt.Errorf("%w (thread %s, tool call %s)", ErrDuplicateToolResult, threadID, id)
 	}
 	base := t.nextSeq
-	var last memRow
+	var top, visible, topVisible uint32
 	if t.rows.n > 0 {
 		prev := t.rows.at(t.rows.n - 1)
-		last.top, last.visible, last.topVisible = prev.top, prev.visible, prev.topVisible
+		top, visible, topVisible = prev.top, prev.visible, prev.topVisible
 	}
-	for i := range copies {
-		c := &copies[i]
+	for i, m := range msgs {
 		t.nextSeq++
-		c.seq = t.nextSeq
-		if c.depth == 0 {
-			last.top++
+		if m.Depth == 0 {
+			top++
 		}
-		if !c.silent {
-			last.visible++
-			if c.depth == 0 {
-				last.topVisible++
+		if !m.Silent {
+			visible++
+			if m.Depth == 0 {
+				topVisible++
 			}
 		}
-		c.top, c.visible, c.topVisible = last.top, last.visible, last.topVisible
-		if c.role == RoleTool && c.toolCallID != "" {
+		t.addRow(m, staged[i], t.nextSeq, top, visible, topVisible)
+		if m.Role == RoleTool && m.ToolCallID != "" {
 			if t.results == nil {
 				t.results = map[string]int{}
 			}
-			t.results[c.toolCallID] = t.rows.n
+			r := t.rows.at(t.rows.n - 1)
+			t.results[arenaString(t.arena.blocks, r.toolCallID)] = t.rows.n - 1
 		}
-		*t.rows.push() = *c
 	}
 	t.mu.Unlock()
 	for i, m := range msgs {
@@ -379,27 +494,27 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 
 // duplicate reports the first tool-call id of msgs that already has a
 // stored result on t, or that two results of msgs name. Callers hold t.mu.
-func (t *memThread) duplicate(msgs []memRow) (string, bool) {
+func (t *memThread) duplicate(msgs []*Message) (string, bool) {
 	var seen map[string]bool // within msgs, for long batches
 	if len(msgs) > 16 {
 		seen = map[string]bool{}
 	}
 	for i := range msgs {
-		m := &msgs[i]
-		if m.role != RoleTool || m.toolCallID == "" {
+		m := msgs[i]
+		if m.Role != RoleTool || m.ToolCallID == "" {
 			continue
 		}
-		_, dup := t.results[m.toolCallID]
+		_, dup := t.results[m.ToolCallID]
 		if seen != nil {
-			dup = dup || seen[m.toolCallID]
-			seen[m.toolCallID] = true
+			dup = dup || seen[m.ToolCallID]
+			seen[m.ToolCallID] = true
 		} else {
 			for j := range i {
-				dup = dup || msgs[j].role == RoleTool && msgs[j].toolCallID == m.toolCallID
+				dup = dup || msgs[j].Role == RoleTool && msgs[j].ToolCallID == m.ToolCallID
 			}
 		}
 		if dup {
-			return m.toolCallID, true
+			return m.ToolCallID, true
 		}
 	}
 	return "", false
@@ -473,8 +588,9 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 		return MessagePage{}, nil
 	}
 	t.mu.RLock()
-	rows := t.rows // its first rows.n rows never change: appends only add after them
+	v := t.view() // its first rows never change: appends only add after them
 	t.mu.RUnlock()
+	rows := v.rows
 	a := 0
 	if q.After > 0 {
 		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).seq > q.After })
@@ -509,7 +625,7 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 		out = make([]Message, 0, len(picked))
 	}
 	for _, r := range picked {
-		out = append(out, r.message(threadID))
+		out = append(out, v.message(r, threadID))
 	}
 	lo, hi := pageBounds(total, q)
 	return MessagePage{Messages: out, Total: total, HasMore: pageHasMore(total, q, lo, hi)}, nil
@@ -589,15 +705,12 @@ func (s *MemoryStore) ToolResult(ctx context.Context, threadID, toolCallID strin
 	}
 	t.mu.RLock()
 	i, ok := t.results[toolCallID]
-	var r *memRow
-	if ok {
-		r = t.rows.at(i)
-	}
+	v := t.view()
 	t.mu.RUnlock()
 	if !ok {
 		return nil, ErrNotFound
 	}
-	m := r.message(threadID)
+	m := v.message(v.rows.at(i), threadID)
 	return &m, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,14 +98,19 @@ func TestMemoryStoreRowKeepsEveryField(t *testing.T) {
 		}
 	}
 	m.Role = RoleTool
-	r := newMemRow(&m)
-	got := r.message(m.ThreadID)
-	if !reflect.DeepEqual(got, m) {
-		t.Errorf("row of a message with every field set reads back as\n%+v\nwant\n%+v", got, m)
-	}
-	got.ToolCalls[0].Name, got.Metadata["k"] = "changed", "changed"
-	if again := r.message(m.ThreadID); !reflect.DeepEqual(again, m) {
-		t.Error("a message read from a row shares its slices or maps with the row")
+	for _, content := range []string{m.Content, strings.Repeat("long content ", arenaOwn)} {
+		m.Content = content
+		th := &memThread{exists: true}
+		th.addRow(&m, stage(&m), m.Seq, 0, 0, 0)
+		v := th.view()
+		got := v.message(v.rows.at(0), m.ThreadID)
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("row of a message with every field set reads back as\n%+v\nwant\n%+v", got, m)
+		}
+		got.ToolCalls[0].Name, got.Metadata["k"] = "changed", "changed"
+		if again := v.message(v.rows.at(0), m.ThreadID); !reflect.DeepEqual(again, m) {
+			t.Error("a message read from a row shares its slices or maps with the row")
+		}
 	}
 }
 
