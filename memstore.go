@@ -55,8 +55,9 @@ type memThread struct {
 // it that match the common filters: at the top level, not silent, and both.
 // A row holds no pointers: its strings are in the thread's arena and its
 // rarer fields, which most rows leave empty, in the thread's more list. So
-// the garbage collector marks a chunk of rows without scanning it, and the
-// work of a collection does not grow with the messages a store holds. Its
+// the garbage collector marks a chunk of rows, and a block of their
+// strings, without scanning them: a store holding many messages costs each
+// collection little. Its
 // thread id is the thread's; CreatedAt is kept as a UTC instant. A row is
 // never changed once stored, so readers may copy it after releasing the
 // thread's lock.
