@@ -226,7 +226,7 @@ func TestMemoryStoreReadsCopyOnlyThePage(t *testing.T) {
 var sizeofMessage = unsafe.Sizeof(Message{})
 
 // The heap held per idle thread is small: a thread with one message, one
-// value and one env variable costs under 4 KiB (about 1.6 KiB here).
+// value and one env variable costs under 4 KiB (about 1.7 KiB here).
 func TestMemoryStoreIdleThreadHeap(t *testing.T) {
 	const n = 4000
 	s := NewMemoryStore()
