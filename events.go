@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
@@ -34,6 +35,9 @@ type events struct {
 	mu   sync.RWMutex
 	next int
 	subs map[string]map[int]func(Event) // thread id ("" = all threads) → subscribers
+	// n counts the subscriptions, so that with none a call reads one
+	// word and takes no lock.
+	n atomic.Int32
 }
 
 // subscribe registers fn for threadID ("" for every thread) and returns the
@@ -52,9 +56,13 @@ func (b *events) subscribe(threadID string, fn func(Event)) (cancel func()) {
 		b.subs[threadID] = m
 	}
 	m[id] = fn
+	b.n.Add(1)
 	return func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
+		if _, ok := b.subs[threadID][id]; ok {
+			b.n.Add(-1)
+		}
 		delete(b.subs[threadID], id)
 		if len(b.subs[threadID]) == 0 {
 			delete(b.subs, threadID)
@@ -64,12 +72,18 @@ func (b *events) subscribe(threadID string, fn func(Event)) (cancel func()) {
 
 // has reports whether anyone listens to threadID.
 func (b *events) has(threadID string) bool {
+	if b.n.Load() == 0 {
+		return false
+	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return len(b.subs[threadID]) > 0 || len(b.subs[""]) > 0
 }
 
 func (b *events) publish(ev Event) {
+	if b.n.Load() == 0 {
+		return
+	}
 	b.mu.RLock()
 	var fns []func(Event)
 	for _, fn := range b.subs[ev.ThreadID] {

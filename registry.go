@@ -51,6 +51,9 @@ type Registry struct {
 	mu    sync.RWMutex
 	names map[string]*entry
 	gen   uint64 // counts registrations, so a Check result can be reused
+	// index holds the entries of names for lookups, which read it without
+	// the lock: calls on many goroutines then share no written memory.
+	index sync.Map // name → *entry
 }
 
 // entry is one registered definition.
@@ -187,6 +190,7 @@ func (r *Registry) register(ns string, defs []Definition) error {
 	r.gen++
 	for _, e := range entries {
 		r.names[e.name] = e
+		r.index.Store(e.name, e)
 		var defaults map[string]string
 		switch d := e.def.(type) {
 		case *Prompt:
@@ -240,14 +244,15 @@ func (r *Registry) lookup(name, ns string) *entry {
 	if testHookLookup != nil {
 		testHookLookup(name)
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
 	if ns != "" && !strings.Contains(name, "/") {
-		if e, ok := r.names[ns+"/"+name]; ok {
-			return e
+		if e, ok := r.index.Load(ns + "/" + name); ok {
+			return e.(*entry)
 		}
 	}
-	return r.names[name]
+	if e, ok := r.index.Load(name); ok {
+		return e.(*entry)
+	}
+	return nil
 }
 
 // Test hooks: a counting test sets them to see how often a call consults
