@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"math"
 	"math/bits"
@@ -40,15 +41,60 @@ type memThread struct {
 	exists  bool   // CreateThread stored t
 	t       Thread // immutable once stored: writes replace it with a copy
 	rows    memRows
-	arena   memArena       // the bytes of the rows' strings
-	more    []*memRowMore  // the rows' rarer fields; row.more-1 indexes it; immutable once stored
-	results map[string]int // tool-call id (a string of the arena) → index in rows
+	arena   memArena      // the bytes of the rows' strings
+	more    []*memRowMore // the rows' rarer fields; row.more-1 indexes it; immutable once stored
+	results resultIndex   // tool-call id → index in rows
 	nextSeq int64
 
 	values   map[string]json.RawMessage
 	env      map[string]EnvValue
 	files    map[string]*memFile // immutable once stored
 	children []ChildEntry        // entries whose parent is this thread, in creation order; immutable once stored
+}
+
+// callIDOf returns the tool-call id of row i. Callers hold t.mu.
+func (t *memThread) callIDOf(i int) string {
+	return arenaString(t.arena.blocks, t.rows.at(i).toolCallID)
+}
+
+// resultIndex finds a thread's tool results by call id without a pointer
+// per result, so the collector does not scan it: a map from a hash of the
+// id to the row, and the ids whose hash another id already has (which a
+// 64-bit hash makes all but impossible) by name.
+type resultIndex struct {
+	byHash map[uint64]int
+	clash  map[string]int
+}
+
+// resultSeed seeds the hashes of every resultIndex in the process.
+var resultSeed = maphash.MakeSeed()
+
+// find returns the row of the result of call id; idOf gives a row's id.
+func (x *resultIndex) find(id string, idOf func(int) string) (int, bool) {
+	if i, ok := x.clash[id]; ok {
+		return i, true
+	}
+	i, ok := x.byHash[maphash.String(resultSeed, id)]
+	if !ok || idOf(i) != id {
+		return 0, false
+	}
+	return i, true
+}
+
+// add records row i as the result of call id.
+func (x *resultIndex) add(id string, i int, idOf func(int) string) {
+	h := maphash.String(resultSeed, id)
+	if j, taken := x.byHash[h]; taken && idOf(j) != id {
+		if x.clash == nil {
+			x.clash = map[string]int{}
+		}
+		x.clash[id] = i
+		return
+	}
+	if x.byHash == nil {
+		x.byHash = map[uint64]int{}
+	}
+	x.byHash[h] = i
 }
 
 // memRow is one stored message and the counts of rows up to and including
@@ -479,11 +525,7 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 		}
 		t.addRow(m, staged[i], t.nextSeq, top, visible, topVisible)
 		if m.Role == RoleTool && m.ToolCallID != "" {
-			if t.results == nil {
-				t.results = map[string]int{}
-			}
-			r := t.rows.at(t.rows.n - 1)
-			t.results[arenaString(t.arena.blocks, r.toolCallID)] = t.rows.n - 1
+			t.results.add(m.ToolCallID, t.rows.n-1, t.callIDOf)
 		}
 	}
 	t.mu.Unlock()
@@ -505,7 +547,7 @@ func (t *memThread) duplicate(msgs []*Message) (string, bool) {
 		if m.Role != RoleTool || m.ToolCallID == "" {
 			continue
 		}
-		_, dup := t.results[m.ToolCallID]
+		_, dup := t.results.find(m.ToolCallID, t.callIDOf)
 		if seen != nil {
 			dup = dup || seen[m.ToolCallID]
 			seen[m.ToolCallID] = true
@@ -705,7 +747,7 @@ func (s *MemoryStore) ToolResult(ctx context.Context, threadID, toolCallID strin
 		return nil, ErrNotFound
 	}
 	t.mu.RLock()
-	i, ok := t.results[toolCallID]
+	i, ok := t.results.find(toolCallID, t.callIDOf)
 	v := t.view()
 	t.mu.RUnlock()
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"reflect"
 	"runtime"
 	"strings"
@@ -321,5 +322,35 @@ func TestMemoryStoreConcurrentThreads(t *testing.T) {
 	}
 	if kids, _ := s.Children(ctx, "shared"); len(kids) != workers {
 		t.Errorf("%d children, want %d", len(kids), workers)
+	}
+}
+
+// The result index finds results by call id through their hash, checks the
+// row's own id, and keeps by name an id whose hash another id already has.
+func TestResultIndex(t *testing.T) {
+	ids := []string{"call_a", "call_b", "call_c"}
+	idOf := func(i int) string { return ids[i] }
+	var x resultIndex
+	if _, ok := x.find("call_a", idOf); ok {
+		t.Fatal("an empty index finds a result")
+	}
+	x.add("call_a", 0, idOf)
+	if i, ok := x.find("call_a", idOf); !ok || i != 0 {
+		t.Fatalf("find(call_a) = %d, %v", i, ok)
+	}
+	if _, ok := x.find("call_b", idOf); ok {
+		t.Fatal("found a result that was never added")
+	}
+	// call_c's hash is taken by row 0 (call_a), as a collision would.
+	x.byHash[maphash.String(resultSeed, "call_c")] = 0
+	if _, ok := x.find("call_c", idOf); ok {
+		t.Fatal("a hash match whose row has another id counts as found")
+	}
+	x.add("call_c", 2, idOf)
+	if i, ok := x.find("call_c", idOf); !ok || i != 2 {
+		t.Fatalf("find(call_c) after a clash = %d, %v; want 2", i, ok)
+	}
+	if len(x.clash) != 1 {
+		t.Fatalf("clash holds %d ids; want 1", len(x.clash))
 	}
 }

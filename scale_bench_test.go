@@ -97,10 +97,12 @@ func BenchmarkCallsParallel(b *testing.B) {
 	for _, g := range []int{1, 2, 64, 4096} {
 		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			ex := newWeatherExecutor(b)
-			round := max(2048, 8*g)
-			perThread := max(1, min(1000, round/g))
-			many := newCallWorkers(b, ex, "many-", g, perThread)
-			one := newCallWorkers(b, ex, "one-", 1, perThread)
+			round := max(2048, 256*g)
+			// Every goroutine keeps to a thread of its own, and moves to a
+			// new one after 1,000 calls (the one goroutine too), so that no
+			// thread grows with b.N.
+			many := newCallWorkers(b, ex, "many-", g, 1000)
+			one := newCallWorkers(b, ex, "one-", 1, 1000)
 			var tMany, tOne time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
