@@ -106,8 +106,9 @@ type MessageQuery struct {
 	MaxDepth int
 	// After keeps only rows with Seq > After; 0 (or less) keeps every row.
 	// With the Seq of the last message read, a query returns only what was
-	// appended since; stores answer it in time proportional to the rows it
-	// reads, not to the thread's length.
+	// appended since. A store answers it without reading the rows up to
+	// After: its cost grows with the rows after After, not with the
+	// thread's length.
 	After int64
 }
 
