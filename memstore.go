@@ -58,23 +58,42 @@ func (t *memThread) callIDOf(i int) string {
 }
 
 // resultIndex finds a thread's tool results by call id without a pointer
-// per result, so the collector does not scan it: a map from a hash of the
-// id to the row, and the ids whose hash another id already has (which a
-// 64-bit hash makes all but impossible) by name.
+// per result, so the collector does not scan it: the hash of the id and the
+// row, for the first few results in place and then in a map, the row's own
+// id checked; the ids whose hash another id already has (which a 64-bit
+// hash makes all but impossible) are kept by name.
 type resultIndex struct {
+	few    [2]resultSlot
+	nFew   int
 	byHash map[uint64]int
 	clash  map[string]int
 }
 
+type resultSlot struct {
+	hash uint64
+	row  int
+}
+
 // resultSeed seeds the hashes of every resultIndex in the process.
 var resultSeed = maphash.MakeSeed()
+
+// byHashOf returns the row recorded for hash h.
+func (x *resultIndex) byHashOf(h uint64) (int, bool) {
+	for _, sl := range x.few[:x.nFew] {
+		if sl.hash == h {
+			return sl.row, true
+		}
+	}
+	i, ok := x.byHash[h]
+	return i, ok
+}
 
 // find returns the row of the result of call id; idOf gives a row's id.
 func (x *resultIndex) find(id string, idOf func(int) string) (int, bool) {
 	if i, ok := x.clash[id]; ok {
 		return i, true
 	}
-	i, ok := x.byHash[maphash.String(resultSeed, id)]
+	i, ok := x.byHashOf(maphash.String(resultSeed, id))
 	if !ok || idOf(i) != id {
 		return 0, false
 	}
@@ -84,11 +103,16 @@ func (x *resultIndex) find(id string, idOf func(int) string) (int, bool) {
 // add records row i as the result of call id.
 func (x *resultIndex) add(id string, i int, idOf func(int) string) {
 	h := maphash.String(resultSeed, id)
-	if j, taken := x.byHash[h]; taken && idOf(j) != id {
+	if j, taken := x.byHashOf(h); taken && idOf(j) != id {
 		if x.clash == nil {
 			x.clash = map[string]int{}
 		}
 		x.clash[id] = i
+		return
+	}
+	if x.nFew < len(x.few) {
+		x.few[x.nFew] = resultSlot{h, i}
+		x.nFew++
 		return
 	}
 	if x.byHash == nil {
@@ -223,7 +247,7 @@ type memArena struct {
 }
 
 const (
-	arenaFirst = 128     // the first block's size
+	arenaFirst = 256     // the first block's size: a short thread's strings
 	arenaMax   = 8 << 10 // blocks double in size up to this
 	arenaOwn   = 1 << 10 // a string longer than this gets a block of its own
 )

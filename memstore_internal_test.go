@@ -342,7 +342,8 @@ func TestResultIndex(t *testing.T) {
 		t.Fatal("found a result that was never added")
 	}
 	// call_c's hash is taken by row 0 (call_a), as a collision would.
-	x.byHash[maphash.String(resultSeed, "call_c")] = 0
+	x.few[x.nFew] = resultSlot{maphash.String(resultSeed, "call_c"), 0}
+	x.nFew++
 	if _, ok := x.find("call_c", idOf); ok {
 		t.Fatal("a hash match whose row has another id counts as found")
 	}
@@ -352,5 +353,15 @@ func TestResultIndex(t *testing.T) {
 	}
 	if len(x.clash) != 1 {
 		t.Fatalf("clash holds %d ids; want 1", len(x.clash))
+	}
+	// Past the first few, results go to the map and are found there.
+	for i := range 100 {
+		ids = append(ids, fmt.Sprint("more_", i))
+		x.add(ids[len(ids)-1], len(ids)-1, idOf)
+	}
+	for i, id := range ids {
+		if got, ok := x.find(id, idOf); id != "call_b" && (!ok || got != i) {
+			t.Fatalf("find(%s) = %d, %v; want %d", id, got, ok, i)
+		}
 	}
 }

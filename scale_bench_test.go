@@ -168,8 +168,17 @@ var historyPrompts = []struct {
 func newTurnWorld(b testing.TB, st toolrun.Store, prompt toolrun.Prompt) *turnWorld {
 	// The model calls a tool on a turn's first request and answers on its
 	// second, whatever the prompt lets it see.
+	// A prompt that sends the chat and past tools shows the result to the
+	// model; one that does not needs the turns marked.
 	var requests turnMarks
+	sees := prompt.IncludeChat && prompt.IncludePastTools
 	p := scripted.NewFunc(nil, func(ctx context.Context, req *toolrun.Request) *scripted.Response {
+		if sees {
+			if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == toolrun.RoleTool {
+				return scripted.Text("done")
+			}
+			return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 7}))
+		}
 		if requests.flip(req.ThreadID) {
 			return scripted.Calls(scripted.Call("get_issue", map[string]any{"number": 7}))
 		}
@@ -347,6 +356,9 @@ func BenchmarkIdleThreadHeap(b *testing.B) {
 			ids[k] = th.ID
 			w.turn(b, th.ID)
 		}
+		// Twice: pools (the turns' message buffers) keep what they hold
+		// for one collection more, and they are not the threads'.
+		runtime.GC()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		held := float64(after.HeapAlloc) - float64(before.HeapAlloc)
