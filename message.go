@@ -33,8 +33,9 @@ type ToolCall struct {
 // A Message is a plain value; copies share the Metadata map and slices, so
 // treat a stored message as read-only.
 type Message struct {
-	// ID identifies the message within its thread. Callers normally leave it
-	// empty and the executor or store assigns one.
+	// ID identifies the message within its thread. The executor and the
+	// runtime give each message they store one; a store keeps the ID it is
+	// given and refuses a message without one.
 	ID       string `json:"id"`
 	ThreadID string `json:"thread_id"`
 	// Seq orders the messages of a thread; the store assigns it on append,

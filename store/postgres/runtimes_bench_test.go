@@ -84,9 +84,10 @@ func runTurns(b *testing.B, senders []*toolrun.Runtime, threads []string, n int,
 
 // BenchmarkTwoRuntimes runs turns on 64 threads from 64 goroutines: through
 // one runtime, and through two runtimes of 32 goroutines each (two service
-// instances, each with a connection pool of its own of the same size, sharing
-// the database and coordinating through its thread leases), in alternating
-// rounds. x_one_runtime is the two runtimes' total turns/s over the one
+// instances sharing the database and coordinating through its thread
+// leases), in alternating rounds. The one runtime's pool has 32
+// connections, each of the two has 16: the same concurrency on both sides,
+// goroutines and connections. x_one_runtime is the two runtimes' total turns/s over the one
 // runtime's; overlaps counts turns of one thread that ran at once (it must
 // be 0). In "own_threads" each goroutine keeps to a thread of its own; in
 // "shared_threads" goroutine k takes thread (k+i) mod 64 for its turn i, so
@@ -113,8 +114,8 @@ func BenchmarkTwoRuntimes(b *testing.B) {
 			}
 			var counter turnCounter
 			one := newLeasedRuntime(b, open(32), &counter, "one")
-			a := newLeasedRuntime(b, open(32), &counter, "a")
-			c := newLeasedRuntime(b, open(32), &counter, "b")
+			a := newLeasedRuntime(b, open(16), &counter, "a")
+			c := newLeasedRuntime(b, open(16), &counter, "b")
 			threads := make([]string, threadsN)
 			for i := range threads {
 				th, err := one.NewThread(context.Background(), "agent", nil)
