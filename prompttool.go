@@ -48,6 +48,7 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c call, p *
 	sub := &turnState{rt: rt, th: ts.th, agent: ts.agent, side: &Side{Prompt: p.Name}, sideKey: ts.sideKey,
 		prompt: p, model: model, exec: &Execution{Side: ts.sideKey}, total: ts.total, ceiling: ts.ceiling, parent: ts,
 		turnStart: ts.turnStart, parentID: c.resultID, depth: stamp.Depth + 1, nest: c.nest + 1}
+	defer sub.rows.release() // its one request has ended when this returns
 	cb, tools, err := rt.prepare(ctx, sub)
 	if err != nil {
 		return Result{}, err
