@@ -138,11 +138,12 @@ type Options struct {
 // Store is a toolrun.Store in an SQLite database. It is safe for concurrent
 // use; several processes may also open the same file.
 type Store struct {
-	db    *sql.DB
-	owned bool             // Close closes db
-	wmu   sync.Mutex       // serialises this process's writes
-	seqs  map[string]int64 // thread → last Seq this Store wrote or read; under wmu
-	w     writer           // the connection writes run on
+	db      *sql.DB
+	owned   bool             // Close closes db
+	wmu     sync.Mutex       // serialises this process's writes
+	seqs    map[string]int64 // thread → last Seq this Store wrote or read; under wmu
+	w       writer           // the connection writes run on
+	readers readers          // the connections pages of messages are read on
 
 	cmu    sync.Mutex
 	counts map[countKey]countEntry // message counts per thread and filter
@@ -232,7 +233,9 @@ func Open(path string, opts *Options) (*Store, error) {
 // driver name), after applying schema migrations. It does not change the
 // connections' settings: configure WAL mode, synchronous and busy timeout
 // yourself. Unless db is limited to one connection, the Store keeps one of
-// its connections for its writes until it is closed. Close the Store before
+// its connections for its writes until it is closed, and up to one per
+// processor (at most 4, and never more than the pool's limit less two) for
+// reading pages of messages. Close the Store before
 // db; closing the Store does not close db. opts may be nil; of its fields
 // only Keys and PlaintextSecrets apply.
 func New(db *sql.DB, opts *Options) (*Store, error) {
@@ -267,6 +270,7 @@ func newStore(db *sql.DB, owned, bgCheckpoint bool, env envcrypt.Policy) (*Store
 	if err := s.w.init(ctx, db, bgCheckpoint); err != nil {
 		return nil, err
 	}
+	s.readers.init(db, s.w.conn != nil)
 	return s, nil
 }
 
@@ -281,6 +285,7 @@ func (s *Store) DB() *sql.DB { return s.db }
 // once.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
+		s.cerr = s.readers.close()
 		for _, m := range []*sync.Map{&s.stmts, &s.wstmts} {
 			m.Range(func(_, st any) bool {
 				st.(*sql.Stmt).Close()
@@ -288,7 +293,7 @@ func (s *Store) Close() error {
 			})
 		}
 		s.wmu.Lock()
-		s.cerr = s.w.close()
+		s.cerr = errors.Join(s.cerr, s.w.close())
 		s.wmu.Unlock()
 		if s.owned {
 			s.cerr = errors.Join(s.cerr, s.db.Close())
@@ -741,7 +746,7 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 	off := max(q.Offset, 0)
 	var added, last int64
 	page, err := s.listPage(ctx, threadID, `SELECT `+msgColumns+`, `+tail+` FROM messages
-		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT ?4 OFFSET ?5`,
+		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT +?4 OFFSET ?5`,
 		[]any{threadID, depth, known.last, limit, off}, &added, &last)
 	if err == nil && len(page.Messages) == 0 {
 		err = s.queryRow(ctx, `SELECT `+tail, threadID, depth, known.last).Scan(&added, &last)
@@ -838,7 +843,7 @@ func afterSQL(q toolrun.MessageQuery, filter string) (query, count string) {
 	if q.Limit > 0 {
 		query += `, (` + count + `)`
 	}
-	return query + rng + ` ORDER BY seq ` + dir + ` LIMIT ?4 OFFSET ?5`, count
+	return query + rng + ` ORDER BY seq ` + dir + ` LIMIT +?4 OFFSET ?5`, count
 }
 
 // countKey names one message filter of one thread; countEntry is its
@@ -853,6 +858,9 @@ type (
 )
 
 func (s *Store) listPage(ctx context.Context, threadID, query string, args []any, tail ...any) (toolrun.MessagePage, error) {
+	if page, ok, err := s.readPage(ctx, threadID, query, args, tail); ok {
+		return page, err
+	}
 	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {

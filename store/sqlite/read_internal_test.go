@@ -1,0 +1,163 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ncruces/go-sqlite3"
+	_ "github.com/ncruces/go-sqlite3/driver"
+
+	"github.com/toolrun/toolrun"
+)
+
+// fillThread creates thread id with n user messages.
+func fillThread(t *testing.T, st *Store, id string, n int) {
+	t.Helper()
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]*toolrun.Message, n)
+	for i := range msgs {
+		msgs[i] = &toolrun.Message{ID: fmt.Sprint(id, "-", i), Role: toolrun.RoleUser, Content: fmt.Sprint("message ", i), CreatedAt: testTimeInternal}
+	}
+	if err := st.AppendMessages(ctx, id, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The page statements a Store keeps prepared are never prepared again by
+// SQLite when their parameters change: a LIMIT bound straight to a
+// parameter makes SQLite prepare the statement again at each new binding,
+// which cost as much as the read.
+func TestPageStatementsAreNotPreparedAgain(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fillThread(t, st, "t1", 30)
+	fillThread(t, st, "t2", 30)
+	ctx := t.Context()
+	for i := range 20 {
+		q := toolrun.MessageQuery{Limit: 1 + i%7, Offset: i % 3}
+		if i%2 == 1 {
+			q.After = int64(i % 5)
+		}
+		if _, err := st.ListMessages(ctx, fmt.Sprint("t", 1+i%2), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := st.readers.get(ctx)
+	if r == nil {
+		t.Fatal("the Store holds no reader")
+	}
+	defer st.readers.put(r)
+	if len(r.stmts) < 2 {
+		t.Fatalf("the reader holds %d statements, want the page statements of both kinds of query", len(r.stmts))
+	}
+	for q, s := range r.stmts {
+		if n := s.Status(sqlite3.STMTSTATUS_REPREPARE, false); n != 0 {
+			t.Errorf("prepared again %d times: %s", n, q)
+		}
+	}
+}
+
+// A read that stops part way — its context ended, or a row it cannot
+// decode — reports why and leaves its reader with no transaction open:
+// the next read works and a checkpoint can copy the whole WAL back.
+func TestStoppedReadEndsItsTransaction(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fillThread(t, st, "t", 200)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read with a cancelled context: %v, want context.Canceled", err)
+	}
+	if _, err := st.DB().ExecContext(t.Context(), `UPDATE messages SET extra = '{not json' WHERE thread_id = 't' AND seq = 100`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ListMessages(t.Context(), "t", toolrun.MessageQuery{}); err == nil || !strings.Contains(err.Error(), "decode message 100") {
+		t.Fatalf("read of a thread with a corrupt row: %v, want the row's decode error", err)
+	}
+	page, err := st.ListMessages(t.Context(), "t", toolrun.MessageQuery{Limit: 5})
+	if err != nil || len(page.Messages) != 5 || page.Total != 200 || page.Messages[4].Content != "message 199" {
+		t.Fatalf("read after: %v %d rows, total %d", err, len(page.Messages), page.Total)
+	}
+	// Every reader the Store holds is idle; none may keep a snapshot.
+	var busy, log, done int
+	if err := st.DB().QueryRowContext(t.Context(), `PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &log, &done); err != nil {
+		t.Fatal(err)
+	}
+	if busy != 0 {
+		t.Fatalf("checkpoint blocked (busy %d, %d of %d frames): a read transaction stayed open", busy, done, log)
+	}
+}
+
+// A Store on a caller's database holds readers only as far as the pool
+// spares them, works with the pool it is given, and gives every connection
+// back on Close.
+func TestReadersFollowTheCallersPool(t *testing.T) {
+	for _, limit := range []int{0, 2, 3, 8} {
+		t.Run(fmt.Sprint("max_open=", limit), func(t *testing.T) {
+			db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "x.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			db.SetMaxOpenConns(limit)
+			st, err := New(db, &Options{PlaintextSecrets: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := maxReaders(db); st.readers.max != want || (limit > 0 && want > limit-2) {
+				t.Fatalf("readers max %d, want %d for a pool of %d", st.readers.max, want, limit)
+			}
+			fillThread(t, st, "t", 50)
+			var wg sync.WaitGroup
+			errs := make(chan error, 16)
+			for g := range 16 {
+				wg.Go(func() {
+					for i := range 20 {
+						if g%4 == 0 {
+							if err := st.AppendMessages(t.Context(), "t", &toolrun.Message{ID: fmt.Sprint("w", g, "-", i), Role: toolrun.RoleUser, Content: "more", CreatedAt: testTimeInternal}); err != nil {
+								errs <- err
+								return
+							}
+							continue
+						}
+						page, err := st.ListMessages(t.Context(), "t", toolrun.MessageQuery{Limit: 10})
+						if err == nil && (len(page.Messages) != 10 || page.Total < 50) {
+							err = fmt.Errorf("page of %d rows, total %d", len(page.Messages), page.Total)
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if err := st.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n := db.Stats().InUse; n != 0 {
+				t.Fatalf("%d connections still in use after Close", n)
+			}
+		})
+	}
+}
