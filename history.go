@@ -152,7 +152,11 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 	}
 	if !w.bounded() {
-		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, nil) // its size is known only after
+		// Its size is known only after: a thread of a few messages fits a
+		// pooled buffer, a longer one is read into a slice of its size.
+		buf := ts.rows.buffer(16)
+		ts.rows.keep(buf)
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, buf)
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
@@ -221,13 +225,17 @@ func (c *turnRows) buffer(n int) []Message {
 	return make([]Message, 0, 1<<k)
 }
 
-// keep records s (and the array under it) as the turn's, to release.
+// keep records s (and the array under it) as the turn's, to release; of
+// two slices of one array, the longer.
 func (c *turnRows) keep(s []Message) {
 	if cap(s) == 0 {
 		return
 	}
-	for _, o := range c.owned {
+	for i, o := range c.owned {
 		if cap(o) > 0 && &o[:1][0] == &s[:1][0] {
+			if len(s) > len(o) {
+				c.owned[i] = s // release clears what was written
+			}
 			return
 		}
 	}

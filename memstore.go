@@ -303,8 +303,9 @@ func cloneMap(m map[string]any) map[string]any {
 }
 
 // memRows holds a thread's rows by value in chunks. Chunk 0 holds the first
-// smallRows rows and is reallocated, twice as big, when it fills, so that a
-// short thread holds little more than its rows; later chunks never move:
+// smallRows rows and is reallocated, twice as big (room for 4 at first),
+// when it fills, so that a short thread holds little more than its rows;
+// later chunks never move:
 // chunk k (k ≥ 1) holds smallRows<<(k-1) rows up to chunks of maxChunk rows,
 // then chunks of maxChunk. A copy of a memRows (taken under the thread's
 // lock) stays valid for its first n rows while appends go on: they only
@@ -348,7 +349,7 @@ func (r *memRows) push() *memRow {
 	k, off := chunkOf(r.n)
 	switch {
 	case k == 0 && (len(r.chunks) == 0 || off == len(r.chunks[0])):
-		grown := make([]memRow, max(1, 2*off))
+		grown := make([]memRow, max(4, 2*off))
 		if len(r.chunks) > 0 {
 			copy(grown, r.chunks[0])
 		}

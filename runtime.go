@@ -402,11 +402,18 @@ func (rt *Runtime) SetEnv(ctx context.Context, threadID, name string, v EnvValue
 	return rt.propagateEnv(ctx, threadID, name, v, 0)
 }
 
+// lastSeq returns the Seq of the thread's newest message (0 for none),
+// read into a pooled buffer: a turn asks it twice.
 func (rt *Runtime) lastSeq(ctx context.Context, threadID string) (int64, error) {
-	p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: 1, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1})
+	var bufs turnRows
+	buf := bufs.buffer(1)
+	bufs.keep(buf)
+	defer bufs.release()
+	p, err := rt.store.listMessagesInto(ctx, threadID, MessageQuery{Limit: 1, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1}, buf)
 	if err != nil {
 		return 0, &StoreError{Op: "list messages", Err: err}
 	}
+	bufs.keep(p.Messages)
 	if len(p.Messages) == 0 {
 		return 0, nil
 	}
