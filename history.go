@@ -126,7 +126,9 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 	p := ts.prompt
 	w := p.History
 	if c := &ts.rows; c.ok {
-		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: c.last, Order: OrderAsc})
+		buf := c.buffer(8) // the rows of a step or two
+		c.keep(buf)
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: c.last, Order: OrderAsc}, buf)
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}

@@ -29,8 +29,48 @@ import (
 // depth: Total is kept by counters, and a page of the newest (or oldest)
 // rows is found without walking the thread.
 type MemoryStore struct {
-	threads sync.Map // thread id → *memThread
-	users   sync.Map // user id → *memUser (user-scope env)
+	threads memIndex[memThread]
+	users   memIndex[memUser] // user-scope env
+}
+
+// memIndex finds records by id: 64 shards, each a plain map under its own
+// lock, taken for reading to find a record and for writing only to add one.
+// Plain maps hold their keys and record pointers in a few large arrays,
+// where a sync.Map holds each entry in objects of its own: with many
+// threads kept, that was most of what the collector had to mark.
+type memIndex[T any] struct {
+	shards [64]memShard[T]
+}
+
+type memShard[T any] struct {
+	mu sync.RWMutex
+	m  map[string]*T
+	_  [32]byte // a shard to a cache line: finding records in two shards shares no written memory
+}
+
+// indexSeed seeds the shard hashes of every memIndex in the process.
+var indexSeed = maphash.MakeSeed()
+
+// get returns the record of id; when there is none, a new one if create is
+// set, nil otherwise.
+func (x *memIndex[T]) get(id string, create bool) *T {
+	sh := &x.shards[maphash.String(indexSeed, id)%uint64(len(x.shards))]
+	sh.mu.RLock()
+	r := sh.m[id]
+	sh.mu.RUnlock()
+	if r != nil || !create {
+		return r
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if r = sh.m[id]; r == nil {
+		if sh.m == nil {
+			sh.m = make(map[string]*T)
+		}
+		r = new(T)
+		sh.m[id] = r
+	}
+	return r
 }
 
 // memThread is everything kept under one thread id. Its fields are guarded
@@ -382,29 +422,11 @@ var _ Store = (*MemoryStore)(nil)
 
 // thread returns the record of id, creating a bare one (for data kept by
 // thread id, and for CreateThread) when create is set; otherwise nil when
-// there is none. Once a record exists, finding it takes no lock.
-func (s *MemoryStore) thread(id string, create bool) *memThread {
-	if t, ok := s.threads.Load(id); ok {
-		return t.(*memThread)
-	}
-	if !create {
-		return nil
-	}
-	t, _ := s.threads.LoadOrStore(id, &memThread{})
-	return t.(*memThread)
-}
+// there is none.
+func (s *MemoryStore) thread(id string, create bool) *memThread { return s.threads.get(id, create) }
 
 // user returns the user-scope env record of id, created when create is set.
-func (s *MemoryStore) user(id string, create bool) *memUser {
-	if u, ok := s.users.Load(id); ok {
-		return u.(*memUser)
-	}
-	if !create {
-		return nil
-	}
-	u, _ := s.users.LoadOrStore(id, &memUser{})
-	return u.(*memUser)
-}
+func (s *MemoryStore) user(id string, create bool) *memUser { return s.users.get(id, create) }
 
 // CreateThread implements ThreadStore.
 func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
