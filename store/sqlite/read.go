@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +22,19 @@ import (
 // one costs one per non-empty text; on a turn that reads a window of 50
 // rows that was most of the read.
 //
-// A read takes an idle reader, or opens one while fewer than max are open;
-// when every reader is busy it goes through database/sql as before, so
-// reads never wait on one another here. A pool of one connection (or one
-// too small to spare any) has no readers.
+// A read takes the reader idle the shortest time (its statements are
+// prepared), or opens one while fewer than max are open; when every reader
+// is busy it goes through database/sql as before, so reads never wait on
+// one another here. A pool of one connection (or one too small to spare
+// any) has no readers.
 type readers struct {
 	db     *sql.DB
-	idle   chan *reader
 	mu     sync.Mutex
-	n      int // readers open
-	max    int
+	idle   []*reader // last in, first out
+	free   int       // readers that may still be opened
+	out    int       // readers taken and not given back
 	closed bool
+	done   sync.Cond // signalled when out drops to 0 after closed
 }
 
 // reader is one held connection and the statements prepared on it.
@@ -53,57 +56,85 @@ func maxReaders(db *sql.DB) int {
 }
 
 func (rs *readers) init(db *sql.DB, held bool) {
-	rs.db = db
+	rs.db, rs.done.L = db, &rs.mu
 	if held {
-		rs.max = maxReaders(db)
+		rs.free = maxReaders(db)
 	}
-	rs.idle = make(chan *reader, rs.max)
 }
 
-// get returns an idle reader, a new one, or nil when max are busy (or the
-// Store is closed, or no connection could be had at once).
+// get returns a reader, or nil when every reader is busy (or the Store is
+// closed, or no connection could be had).
 func (rs *readers) get(ctx context.Context) *reader {
-	select {
-	case r := <-rs.idle:
-		return r
-	default:
-	}
 	rs.mu.Lock()
-	if rs.closed || rs.n >= rs.max {
+	if rs.closed || (len(rs.idle) == 0 && rs.free == 0) {
 		rs.mu.Unlock()
 		return nil
 	}
-	rs.n++
+	rs.out++
+	if n := len(rs.idle); n > 0 {
+		r := rs.idle[n-1]
+		rs.idle = rs.idle[:n-1]
+		rs.mu.Unlock()
+		return r
+	}
+	rs.free--
 	rs.mu.Unlock()
 	conn, err := rs.db.Conn(ctx)
 	if err != nil {
-		rs.mu.Lock()
-		rs.n--
-		rs.mu.Unlock()
+		rs.put(nil, false)
 		return nil
 	}
 	return &reader{conn: conn, stmts: make(map[string]*sqlite3.Stmt)}
 }
 
-func (rs *readers) put(r *reader) { rs.idle <- r }
+// put gives r back (nil: a reader that was not opened). With drop set, or
+// once the Store is closing, r's connection is closed instead (it failed,
+// or the Store is done with it) and another may be opened in its place.
+func (rs *readers) put(r *reader, drop bool) {
+	rs.mu.Lock()
+	closing := rs.closed
+	rs.mu.Unlock()
+	if r != nil && (drop || closing) {
+		r.close()
+		r = nil
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.out--
+	if r != nil {
+		rs.idle = append(rs.idle, r)
+	} else {
+		rs.free++
+	}
+	if rs.closed && rs.out == 0 {
+		rs.done.Broadcast()
+	}
+}
 
-// close waits for every open reader to come back, closes its statements
-// and gives its connection back to the pool. Reads after it go through
+// close closes the statements of every reader and gives its connection
+// back to the pool, waiting for those in use. Reads after it go through
 // database/sql.
 func (rs *readers) close() error {
 	rs.mu.Lock()
 	rs.closed = true
-	n := rs.n
+	for rs.out > 0 {
+		rs.done.Wait()
+	}
+	idle := rs.idle
+	rs.idle = nil
 	rs.mu.Unlock()
 	var errs []error
-	for range n {
-		r := <-rs.idle
-		errs = append(errs, r.conn.Raw(func(any) error {
-			r.finalize()
-			return nil
-		}), r.conn.Close())
+	for _, r := range idle {
+		errs = append(errs, r.close())
 	}
 	return errors.Join(errs...)
+}
+
+func (r *reader) close() error {
+	return errors.Join(r.conn.Raw(func(any) error {
+		r.finalize()
+		return nil
+	}), r.conn.Close())
 }
 
 func (r *reader) finalize() {
@@ -141,7 +172,6 @@ func (s *Store) readPage(ctx context.Context, threadID, query string, args []any
 	if r == nil {
 		return page, false, nil
 	}
-	defer s.readers.put(r)
 	page.Messages = []toolrun.Message{}
 	err = r.conn.Raw(func(dc any) error {
 		d, ok := dc.(interface{ Raw() *sqlite3.Conn })
@@ -184,6 +214,9 @@ func (s *Store) readPage(ctx context.Context, threadID, query string, args []any
 		}
 		return st.Err()
 	})
+	// A connection database/sql calls bad, or one of a closed db, is not
+	// kept.
+	s.readers.put(r, errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone))
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}

@@ -58,7 +58,7 @@ func TestPageStatementsAreNotPreparedAgain(t *testing.T) {
 	if r == nil {
 		t.Fatal("the Store holds no reader")
 	}
-	defer st.readers.put(r)
+	defer st.readers.put(r, false)
 	if len(r.stmts) < 2 {
 		t.Fatalf("the reader holds %d statements, want the page statements of both kinds of query", len(r.stmts))
 	}
@@ -120,8 +120,8 @@ func TestReadersFollowTheCallersPool(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := maxReaders(db); st.readers.max != want || (limit > 0 && want > limit-2) {
-				t.Fatalf("readers max %d, want %d for a pool of %d", st.readers.max, want, limit)
+			if want := maxReaders(db); st.readers.free != want || (limit > 0 && want > limit-2) {
+				t.Fatalf("%d readers may be opened, want %d for a pool of %d", st.readers.free, want, limit)
 			}
 			fillThread(t, st, "t", 50)
 			var wg sync.WaitGroup
@@ -159,5 +159,45 @@ func TestReadersFollowTheCallersPool(t *testing.T) {
 				t.Fatalf("%d connections still in use after Close", n)
 			}
 		})
+	}
+}
+
+// Close waits for the reads in flight and gives back every connection the
+// readers held; reads after it fail instead of reopening one.
+func TestCloseDuringReads(t *testing.T) {
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(t.TempDir(), "x.db")+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := New(db, &Options{PlaintextSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillThread(t, st, "t", 300)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for {
+				if _, err := st.ListMessages(t.Context(), "t", toolrun.MessageQuery{Limit: 100}); err != nil {
+					return
+				}
+			}
+		})
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.readers.out != 0 || len(st.readers.idle) != 0 {
+		t.Fatalf("after Close: %d readers out, %d idle", st.readers.out, len(st.readers.idle))
+	}
+	if n := db.Stats().InUse; n > 8 {
+		t.Fatalf("%d connections in use after Close, more than the reads still going", n)
+	}
+	// The reads still going take no reader; stop them by closing the db.
+	db.Close()
+	wg.Wait()
+	if n := db.Stats().InUse; n != 0 {
+		t.Fatalf("%d connections in use after the reads stopped", n)
 	}
 }
