@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ncruces/go-sqlite3"
 	_ "github.com/ncruces/go-sqlite3/driver"
@@ -199,5 +201,56 @@ func TestCloseDuringReads(t *testing.T) {
 	wg.Wait()
 	if n := db.Stats().InUse; n != 0 {
 		t.Fatalf("%d connections in use after the reads stopped", n)
+	}
+}
+
+// A page read through a reader holds the same messages as one read
+// through database/sql (the path taken when every reader is busy, and
+// with a one-connection pool): every column and the fields kept in extra.
+func TestReaderDecodesAsDatabaseSQL(t *testing.T) {
+	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []*toolrun.Message{
+		{ID: "u", Role: toolrun.RoleUser, Content: "hello", Side: "a", CreatedAt: testTimeInternal},
+		{ID: "a", Role: toolrun.RoleAssistant, Content: "calling", Prompt: "p", Side: "b", SubagentID: "s",
+			ToolCalls: []toolrun.ToolCall{{ID: "c1", Name: "get", Arguments: `{"x":1}`}}, Metadata: map[string]any{"k": "v"}, CreatedAt: testTimeInternal},
+		{ID: "r", Role: toolrun.RoleTool, Content: "failed", ToolCallID: "c1", Name: "get", ToolStatus: toolrun.StatusError,
+			ErrorCode: "bad", ParentID: "pa", Depth: 2, Silent: true, CallDigest: "dg", Side: "a",
+			Attachments: []toolrun.AttachmentRef{{Path: "/attachments/x.png", Name: "x.png", MimeType: "image/png"}}, CreatedAt: testTimeInternal.Add(time.Second)},
+		{ID: "o", Role: "other-role", Content: "", ToolStatus: "other-status", Side: "c", CreatedAt: testTimeInternal},
+	}
+	if err := st.AppendMessages(ctx, "t", msgs...); err != nil {
+		t.Fatal(err)
+	}
+	query := `SELECT ` + msgColumns + ` FROM messages WHERE thread_id = ?1 ORDER BY seq`
+	raw, ok, err := st.readPage(ctx, "t", query, []any{"t"}, nil)
+	if !ok || err != nil {
+		t.Fatalf("reader: ok %v, %v", ok, err)
+	}
+	rows, err := st.db.QueryContext(ctx, query, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var viaSQL []toolrun.Message
+	for rows.Next() {
+		m, err := scanMessage("t", rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaSQL = append(viaSQL, m)
+	}
+	if len(raw.Messages) != len(msgs) || !reflect.DeepEqual(raw.Messages, viaSQL) {
+		t.Fatalf("reader:\n%+v\ndatabase/sql:\n%+v", raw.Messages, viaSQL)
+	}
+	if m := raw.Messages[2]; m.ErrorCode != "bad" || !m.Silent || m.Depth != 2 || m.CallDigest != "dg" || len(m.Attachments) != 1 {
+		t.Fatalf("tool result read back as %+v", m)
 	}
 }
