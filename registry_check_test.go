@@ -29,6 +29,15 @@ func TestRegisterRefusesBadVariablesAndDefaults(t *testing.T) {
 	type badItems struct {
 		IDs []int `json:"ids,omitempty" jsonschema:"default=x"`
 	}
+	type badEmbedded struct {
+		badInt
+		Name string `json:"name"`
+	}
+	type badNested struct {
+		Page struct {
+			Limit int `json:"limit,omitempty" jsonschema:"default=ten"`
+		} `json:"page"`
+	}
 	exec := func(context.Context, toolrun.ThreadState, noArgs) (toolrun.Result, error) {
 		return toolrun.Text(""), nil
 	}
@@ -51,6 +60,14 @@ func TestRegisterRefusesBadVariablesAndDefaults(t *testing.T) {
 			return toolrun.Text(""), nil
 		}},
 			[]string{`"d3"`, "ids"}},
+		{&toolrun.Func[badEmbedded]{Name: "d5", Execute: func(context.Context, toolrun.ThreadState, badEmbedded) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
+			[]string{`"d5"`, "field limit", "default=ten"}},
+		{&toolrun.Func[badNested]{Name: "d6", Execute: func(context.Context, toolrun.ThreadState, badNested) (toolrun.Result, error) {
+			return toolrun.Text(""), nil
+		}},
+			[]string{`"d6"`, "field page.limit", "default=ten"}},
 		{&toolrun.RawFunc{Name: "d4", Schema: `{"type":"object","properties":{"n":{"type":"integer","minimum":1,"default":0}}}`,
 			Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
 				return toolrun.Text(""), nil

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"reflect"
 	"strconv"
@@ -45,11 +46,30 @@ func walkBounds(t reflect.Type, doc map[string]any, depth int) {
 	}
 }
 
-// walkFields visits the fields of struct type t by their JSON names, with
-// embedded structs flattened, as the reflector names the properties.
+// walkFields visits the fields of struct type t that have properties.
 func walkFields(t reflect.Type, props map[string]any, depth int) {
 	if props == nil {
 		return
+	}
+	for name, f := range jsonFields(t) {
+		if p, ok := props[name].(map[string]any); ok {
+			walkBounds(f.Type, p, depth+1)
+		}
+	}
+}
+
+// jsonFields yields the exported fields of struct type t by their JSON
+// names, embedded structs without a name flattened into their parent, as
+// the reflector names the properties.
+func jsonFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		eachJSONField(t, 0, yield)
+	}
+}
+
+func eachJSONField(t reflect.Type, depth int, yield func(string, reflect.StructField) bool) bool {
+	if depth > 32 {
+		return true
 	}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -63,7 +83,9 @@ func walkFields(t reflect.Type, props map[string]any, depth int) {
 			ft = ft.Elem()
 		}
 		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			walkFields(ft, props, depth+1)
+			if !eachJSONField(ft, depth+1, yield) {
+				return false
+			}
 			continue
 		}
 		if !f.IsExported() {
@@ -72,10 +94,11 @@ func walkFields(t reflect.Type, props map[string]any, depth int) {
 		if name == "" {
 			name = f.Name
 		}
-		if p, ok := props[name].(map[string]any); ok {
-			walkBounds(f.Type, p, depth+1)
+		if !yield(name, f) {
+			return false
 		}
 	}
+	return true
 }
 
 // numberRange is the range of a sized number kind. (float64 rounds the
@@ -174,28 +197,10 @@ func checkTagDefaults(t reflect.Type, doc map[string]any, path []string) error {
 		return nil
 	}
 	props, _ := doc["properties"].(map[string]any)
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
+	for name, f := range jsonFields(t) {
 		ft := f.Type
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
-		}
-		if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-			if err := checkTagDefaults(ft, doc, path); err != nil {
-				return err
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
 		}
 		p, _ := props[name].(map[string]any)
 		if p == nil {
