@@ -342,6 +342,7 @@ const resumeWindow = 64
 // loaded and checked to take work, and the Seq of its last message.
 func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error)) (*Reply, error) {
 	rt = rt.base
+	growStack()
 	if err := rt.checkDefinitions(); err != nil {
 		return nil, fmt.Errorf("toolrun: turn on thread %s refused: the registry does not check: %w", threadID, err)
 	}
