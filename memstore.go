@@ -82,6 +82,7 @@ type memThread struct {
 	t       Thread // immutable once stored: writes replace it with a copy
 	rows    memRows
 	arena   memArena      // the bytes of the rows' strings
+	calls   []memCall     // the rows' tool calls, in row order; only ever appended to
 	more    []*memRowMore // the rows' rarer fields; row.more-1 indexes it; immutable once stored
 	results resultIndex   // tool-call id → index in rows
 	nextSeq int64
@@ -94,7 +95,7 @@ type memThread struct {
 
 // callIDOf returns the tool-call id of row i. Callers hold t.mu.
 func (t *memThread) callIDOf(i int) string {
-	return arenaString(t.arena.blocks, t.rows.at(i).toolCallID)
+	return t.arena.blocks.str(t.rows.at(i).toolCallID)
 }
 
 // resultIndex finds a thread's tool results by call id without a pointer
@@ -176,10 +177,20 @@ type memRow struct {
 	seq                                                                   int64
 	sec                                                                   int64 // CreatedAt, Unix seconds
 	nsec                                                                  int32 // and nanoseconds
-	silent                                                                bool
-	depth                                                                 int
+	depth                                                                 int32
 	more                                                                  int32 // 1 + index in the thread's more; 0: none
 	top, visible, topVisible                                              uint32
+	calls, ncalls                                                         uint32 // the row's tool calls: ncalls from index calls in the thread's calls
+	silent                                                                bool
+}
+
+// memCall is a stored tool call, its strings in the thread's arena. Calls
+// are kept apart from the rarer fields, which hold pointers: most
+// assistant messages have calls and nothing else, and a thread's calls are
+// then one array the collector does not scan.
+type memCall struct {
+	id, name, arguments strRef
+	redacted            bool
 }
 
 // memRowMore holds the fields of a message that most messages leave empty.
@@ -187,7 +198,7 @@ type memRowMore struct {
 	errorCode, stack, arguments, parentID, subagentID string
 	queued                                            bool
 	errorData, metadata                               map[string]any
-	toolCalls, queuedCalls                            []ToolCall
+	queuedCalls                                       []ToolCall
 	attachments                                       []AttachmentRef
 }
 
@@ -195,13 +206,13 @@ type memRowMore struct {
 // and maps, or nil when m has none.
 func newMemRowMore(m *Message) *memRowMore {
 	if m.ErrorCode == "" && m.Stack == "" && m.Arguments == "" && m.ParentID == "" && m.SubagentID == "" &&
-		!m.Queued && m.ErrorData == nil && m.Metadata == nil && m.ToolCalls == nil && m.QueuedCalls == nil && m.Attachments == nil {
+		!m.Queued && m.ErrorData == nil && m.Metadata == nil && m.QueuedCalls == nil && m.Attachments == nil {
 		return nil
 	}
 	return &memRowMore{errorCode: m.ErrorCode, stack: m.Stack, arguments: m.Arguments, parentID: m.ParentID,
 		subagentID: m.SubagentID, queued: m.Queued,
 		errorData: cloneMap(m.ErrorData), metadata: cloneMap(m.Metadata),
-		toolCalls: slices.Clone(m.ToolCalls), queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
+		queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
 }
 
 // memStaged is what an append prepares for a message before it takes the
@@ -226,8 +237,14 @@ func (t *memThread) addRow(m *Message, st memStaged, seq int64, top, visible, to
 	r := t.rows.push()
 	*r = memRow{id: a.put(m.ID), toolCallID: a.put(m.ToolCallID), name: a.put(m.Name), side: a.put(m.Side),
 		prompt: a.put(m.Prompt), callDigest: a.put(m.CallDigest), role: a.put(string(m.Role)), status: a.put(string(m.ToolStatus)),
-		seq: seq, sec: m.CreatedAt.Unix(), nsec: int32(m.CreatedAt.Nanosecond()), silent: m.Silent, depth: m.Depth,
+		seq: seq, sec: m.CreatedAt.Unix(), nsec: int32(m.CreatedAt.Nanosecond()), silent: m.Silent, depth: int32(m.Depth),
 		top: top, visible: visible, topVisible: topVisible}
+	if len(m.ToolCalls) > 0 {
+		r.calls, r.ncalls = uint32(len(t.calls)), uint32(len(m.ToolCalls))
+		for _, c := range m.ToolCalls {
+			t.calls = append(t.calls, memCall{id: a.put(c.ID), name: a.put(c.Name), arguments: a.put(c.Arguments), redacted: c.Redacted})
+		}
+	}
 	if st.content != nil {
 		r.content = a.own(st.content)
 	} else {
@@ -240,31 +257,38 @@ func (t *memThread) addRow(m *Message, st memStaged, seq int64, top, visible, to
 }
 
 // memView is what a reader copies of a thread under its lock: rows, arena
-// blocks and more list, whose first elements never change.
+// blocks, calls and more list, whose first elements never change.
 type memView struct {
 	rows   memRows
-	blocks [][]byte
+	blocks arenaBlocks
+	calls  []memCall
 	more   []*memRowMore
 }
 
 // view returns the thread's rows as a reader may keep them; callers hold
 // t.mu.
-func (t *memThread) view() memView { return memView{t.rows, t.arena.blocks, t.more} }
+func (t *memThread) view() memView { return memView{t.rows, t.arena.blocks, t.calls, t.more} }
 
 // message returns the message of r (a row of v) on thread, with copies of
 // its slices and maps.
 func (v *memView) message(r *memRow, thread string) Message {
-	str := func(s strRef) string { return arenaString(v.blocks, s) }
+	str := v.blocks.str
 	m := Message{ID: str(r.id), ThreadID: thread, Seq: r.seq, Role: Role(str(r.role)), Content: str(r.content),
 		ToolCallID: str(r.toolCallID), Name: str(r.name), ToolStatus: Status(str(r.status)), Side: str(r.side),
-		Depth: r.depth, Silent: r.silent, Prompt: str(r.prompt), CallDigest: str(r.callDigest),
+		Depth: int(r.depth), Silent: r.silent, Prompt: str(r.prompt), CallDigest: str(r.callDigest),
 		CreatedAt: time.Unix(r.sec, int64(r.nsec)).UTC()}
+	if r.ncalls > 0 {
+		m.ToolCalls = make([]ToolCall, r.ncalls)
+		for i, c := range v.calls[r.calls : r.calls+r.ncalls] {
+			m.ToolCalls[i] = ToolCall{ID: str(c.id), Name: str(c.name), Arguments: str(c.arguments), Redacted: c.redacted}
+		}
+	}
 	if r.more > 0 {
 		x := v.more[r.more-1]
 		m.ErrorCode, m.Stack, m.Arguments, m.ParentID, m.SubagentID = x.errorCode, x.stack, x.arguments, x.parentID, x.subagentID
 		m.Queued = x.queued
 		m.ErrorData, m.Metadata = cloneMap(x.errorData), cloneMap(x.metadata)
-		m.ToolCalls, m.QueuedCalls, m.Attachments = slices.Clone(x.toolCalls), slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
+		m.QueuedCalls, m.Attachments = slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
 	}
 	return m
 }
@@ -281,9 +305,52 @@ const wholeBlock = math.MaxUint32
 // rows seen with it; the strings a reader builds point into the blocks,
 // which nothing changes.
 type memArena struct {
-	blocks [][]byte
+	blocks arenaBlocks
 	cur    int // the block strings are packed into; -1 (or no blocks): none yet
 	used   int // bytes used in it
+}
+
+// arenaBlocks are an arena's blocks: the first in place (most threads need
+// no other, and then hold no list of blocks), the others in a list.
+type arenaBlocks struct {
+	first []byte
+	rest  [][]byte
+}
+
+func (b *arenaBlocks) len() int {
+	if b.first == nil {
+		return 0
+	}
+	return 1 + len(b.rest)
+}
+
+func (b *arenaBlocks) at(i int) []byte {
+	if i == 0 {
+		return b.first
+	}
+	return b.rest[i-1]
+}
+
+// add appends blk, which is not empty, and returns its index.
+func (b *arenaBlocks) add(blk []byte) int {
+	if b.first == nil {
+		b.first = blk
+		return 0
+	}
+	b.rest = append(b.rest, blk)
+	return len(b.rest)
+}
+
+// str returns the string r locates, without copying it.
+func (b *arenaBlocks) str(r strRef) string {
+	if r.n == 0 {
+		return ""
+	}
+	blk := b.at(int(r.blk))
+	if r.n == wholeBlock {
+		return unsafe.String(&blk[0], len(blk))
+	}
+	return unsafe.String(&blk[r.off], int(r.n))
 }
 
 const (
@@ -300,38 +367,24 @@ func (a *memArena) put(s string) strRef {
 	if len(s) > arenaOwn {
 		return a.own([]byte(s))
 	}
-	if len(a.blocks) == 0 || a.cur < 0 || a.used+len(s) > len(a.blocks[a.cur]) {
+	if a.blocks.len() == 0 || a.cur < 0 || a.used+len(s) > len(a.blocks.at(a.cur)) {
 		size := arenaFirst
-		if len(a.blocks) > 0 && a.cur >= 0 {
-			size = min(2*len(a.blocks[a.cur]), arenaMax)
+		if a.blocks.len() > 0 && a.cur >= 0 {
+			size = min(2*len(a.blocks.at(a.cur)), arenaMax)
 		}
-		a.blocks = append(a.blocks, make([]byte, max(size, len(s))))
-		a.cur, a.used = len(a.blocks)-1, 0
+		a.cur, a.used = a.blocks.add(make([]byte, max(size, len(s)))), 0
 	}
 	r := strRef{blk: uint32(a.cur), off: uint32(a.used), n: uint32(len(s))}
-	a.used += copy(a.blocks[a.cur][a.used:], s)
+	a.used += copy(a.blocks.at(a.cur)[a.used:], s)
 	return r
 }
 
 // own adds b, which nothing else holds, as a block of its own.
 func (a *memArena) own(b []byte) strRef {
-	if len(a.blocks) == 0 {
+	if a.blocks.len() == 0 {
 		a.cur = -1
 	}
-	a.blocks = append(a.blocks, b)
-	return strRef{blk: uint32(len(a.blocks) - 1), n: wholeBlock}
-}
-
-// arenaString returns the string r locates in blocks, without copying it.
-func arenaString(blocks [][]byte, r strRef) string {
-	if r.n == 0 {
-		return ""
-	}
-	b := blocks[r.blk]
-	if r.n == wholeBlock {
-		return unsafe.String(&b[0], len(b))
-	}
-	return unsafe.String(&b[r.off], int(r.n))
+	return strRef{blk: uint32(a.blocks.add(b)), n: wholeBlock}
 }
 
 // cloneMap copies a map of JSON values deeply; nil stays nil.
@@ -345,15 +398,17 @@ func cloneMap(m map[string]any) map[string]any {
 // memRows holds a thread's rows by value in chunks. Chunk 0 holds the first
 // smallRows rows and is reallocated, twice as big (room for 4 at first),
 // when it fills, so that a short thread holds little more than its rows;
-// later chunks never move:
+// it is kept in place, so that such a thread has no list of chunks. Later
+// chunks never move:
 // chunk k (k ≥ 1) holds smallRows<<(k-1) rows up to chunks of maxChunk rows,
 // then chunks of maxChunk. A copy of a memRows (taken under the thread's
 // lock) stays valid for its first n rows while appends go on: they only
-// write rows after them, into chunk 0's array or later chunks, and replace
-// the chunk list instead of changing a chunk's header.
+// write rows after them, into chunk 0's array or later chunks, and add
+// chunks after those the copy's list holds.
 type memRows struct {
-	chunks [][]memRow
-	n      int
+	first []memRow   // chunk 0
+	rest  [][]memRow // chunks 1, 2, …
+	n     int
 }
 
 const (
@@ -380,29 +435,33 @@ func chunkOf(i int) (k, off int) {
 // at returns row i (i < r.n).
 func (r *memRows) at(i int) *memRow {
 	k, off := chunkOf(i)
-	return &r.chunks[k][off]
+	if k == 0 {
+		return &r.first[off]
+	}
+	return &r.rest[k-1][off]
 }
 
 // push returns the next row's place, growing chunk 0 or adding a chunk when
 // the last is full.
 func (r *memRows) push() *memRow {
 	k, off := chunkOf(r.n)
-	switch {
-	case k == 0 && (len(r.chunks) == 0 || off == len(r.chunks[0])):
-		grown := make([]memRow, max(4, 2*off))
-		if len(r.chunks) > 0 {
-			copy(grown, r.chunks[0])
+	r.n++
+	if k == 0 {
+		if off == len(r.first) {
+			grown := make([]memRow, max(4, 2*off))
+			copy(grown, r.first)
+			r.first = grown // readers keep the array they copied
 		}
-		r.chunks = [][]memRow{grown} // a new list: readers keep the old one
-	case k == len(r.chunks):
+		return &r.first[off]
+	}
+	if k > len(r.rest) {
 		size := maxChunk
-		if r.n < doubled {
+		if r.n <= doubled {
 			size = smallRows << (k - 1)
 		}
-		r.chunks = append(r.chunks, make([]memRow, size))
+		r.rest = append(r.rest, make([]memRow, size))
 	}
-	r.n++
-	return &r.chunks[k][off]
+	return &r.rest[k-1][off]
 }
 
 type memUser struct {
@@ -620,13 +679,16 @@ func checkMessages(msgs []*Message) error {
 		if m.CreatedAt.IsZero() {
 			return fmt.Errorf("message %d (%s) has no CreatedAt", i, m.ID)
 		}
+		if m.Depth < 0 || m.Depth > math.MaxInt32 {
+			return fmt.Errorf("message %d (%s) has depth %d, outside 0 to %d", i, m.ID, m.Depth, math.MaxInt32)
+		}
 	}
 	return nil
 }
 
 // matches reports whether r passes q's depth and silence filters.
 func matches(r *memRow, q MessageQuery) bool {
-	return (q.IncludeSilent || !r.silent) && (q.MaxDepth < 0 || r.depth <= q.MaxDepth)
+	return (q.IncludeSilent || !r.silent) && (q.MaxDepth < 0 || int(r.depth) <= q.MaxDepth)
 }
 
 // prefix returns, for q's filters, the number of matching rows among the

@@ -52,15 +52,15 @@ func TestMemoryStoreRowChunks(t *testing.T) {
 			t.Fatalf("row %d of an earlier copy holds Seq %d", i, got)
 		}
 	}
-	if len(r.chunks[0]) != smallRows || len(r.chunks[1]) != smallRows || len(r.chunks[len(r.chunks)-1]) != maxChunk {
-		t.Errorf("chunk sizes %d, %d … %d; want %d, %d … %d", len(r.chunks[0]), len(r.chunks[1]), len(r.chunks[len(r.chunks)-1]), smallRows, smallRows, maxChunk)
+	if len(r.first) != smallRows || len(r.rest[0]) != smallRows || len(r.rest[len(r.rest)-1]) != maxChunk {
+		t.Errorf("chunk sizes %d, %d … %d; want %d, %d … %d", len(r.first), len(r.rest[0]), len(r.rest[len(r.rest)-1]), smallRows, smallRows, maxChunk)
 	}
 	var short memRows
 	for range 4 {
 		short.push()
 	}
-	if len(short.chunks) != 1 || len(short.chunks[0]) != 4 {
-		t.Errorf("4 rows are held in %d chunks of %d rows first; want one of 4", len(short.chunks), len(short.chunks[0]))
+	if short.rest != nil || len(short.first) != 4 {
+		t.Errorf("4 rows are held in %d chunks after a first of %d rows; want only a first of 4", len(short.rest), len(short.first))
 	}
 }
 

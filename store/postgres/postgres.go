@@ -89,6 +89,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -521,13 +522,17 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 }
 
 // checkMessage refuses the i-th message of an append when it lacks what a
-// store keeps but does not make: its ID and CreatedAt.
+// store keeps but does not make (its ID and CreatedAt) or has a depth the
+// depth column cannot hold.
 func checkMessage(i int, m *toolrun.Message) error {
 	if m.ID == "" {
 		return fmt.Errorf("message %d has no ID", i)
 	}
 	if m.CreatedAt.IsZero() {
 		return fmt.Errorf("message %d (%s) has no CreatedAt", i, m.ID)
+	}
+	if m.Depth < 0 || m.Depth > math.MaxInt32 {
+		return fmt.Errorf("message %d (%s) has depth %d, outside 0 to %d", i, m.ID, m.Depth, math.MaxInt32)
 	}
 	return nil
 }

@@ -80,6 +80,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -541,6 +542,9 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		}
 		if m.CreatedAt.IsZero() {
 			return fmt.Errorf("sqlite: append to thread %q: message %d (%s) has no CreatedAt", threadID, i, m.ID)
+		}
+		if m.Depth < 0 || m.Depth > math.MaxInt32 {
+			return fmt.Errorf("sqlite: append to thread %q: message %d (%s) has depth %d, outside 0 to %d", threadID, i, m.ID, m.Depth, math.MaxInt32)
 		}
 		r := &rows[i]
 		extra, err := encodeExtra(m)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -28,7 +29,7 @@ func cases() []testCase {
 		{name: "Thread/Update", rule: "UpdateThread replaces every field but CreatedAt, which stays the first one", fn: caseThreadUpdate},
 		{name: "Thread/DeepCopy", rule: "threads handed to or returned by the store do not share maps or slices with it", fn: caseThreadDeepCopy},
 		{name: "Messages/AsGiven", rule: "AppendMessages assigns only Seq (strictly increasing, written back) and keeps every other field as given; a stored message's ThreadID is its thread's", fn: caseMessagesAsGiven},
-		{name: "Messages/Incomplete", rule: "AppendMessages refuses a batch with a message without ID or CreatedAt, with an error naming the field, and stores none of it", fn: caseMessagesIncomplete},
+		{name: "Messages/Incomplete", rule: "AppendMessages refuses a batch with a message without ID or CreatedAt, or with a Depth outside 0 to 2^31-1, with an error naming the field, and stores none of it", fn: caseMessagesIncomplete},
 		{name: "Messages/UnknownThread", rule: "AppendMessages fails with ErrNotFound when the thread does not exist", fn: caseMessagesUnknownThread},
 		{name: "Messages/RoundTrip", rule: "every Message field survives AppendMessages and ListMessages/ToolResult", fn: caseMessagesRoundTrip},
 		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
@@ -422,16 +423,18 @@ func caseMessagesIncomplete(e *env) {
 	}{
 		{"ID", &toolrun.Message{Role: toolrun.RoleUser, Content: "no id", CreatedAt: ts(1)}},
 		{"CreatedAt", &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleUser, Content: "no time"}},
+		{"depth", &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleUser, Content: "too deep", CreatedAt: ts(1), Depth: math.MaxInt32 + 1}},
+		{"depth", &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleUser, Content: "above the top", CreatedAt: ts(1), Depth: -1}},
 	} {
 		good := &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleUser, Content: "fine", CreatedAt: ts(1)}
 		result := &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleTool, ToolCallID: "call_" + tt.field, Content: "r", CreatedAt: ts(1)}
 		err := st.AppendMessages(e.ctx, thread, good, result, tt.bad)
 		if err == nil {
-			e.Errorf("AppendMessages accepted a message without %s", tt.field)
+			e.Errorf("AppendMessages accepted a message without a valid %s", tt.field)
 			continue
 		}
 		if !strings.Contains(err.Error(), tt.field) {
-			e.Errorf("AppendMessages of a message without %s failed with %q, which does not name %s", tt.field, err, tt.field)
+			e.Errorf("AppendMessages of a message without a valid %s failed with %q, which does not name %s", tt.field, err, tt.field)
 		}
 		if tt.field == "ID" && tt.bad.ID != "" {
 			e.Errorf("the refused append gave the message the ID %q", tt.bad.ID)
