@@ -173,7 +173,7 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 		return Errorf("toolrun: invoke %s: arguments: %v", name, err)
 	}
 	id := s.id + "_i" + strconv.FormatInt(s.invoked.Add(1), 10)
-	h := s.b.sc.tools.forTool(name, s.namespace())
+	h := s.b.tools.forTool(name, s.namespace())
 	res, err := s.e.invoke(ctx, s.b, s, h, id, raw, s.resultID)
 	if err != nil {
 		// An abort, or a store failure, stops the run after this call.

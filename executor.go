@@ -60,7 +60,10 @@ type Executor struct {
 	locks   *keyedMutex
 	tracer  trace.Tracer
 	maxNest int
-	bare    *scope // the scope of bare batches: the registry's function tools
+	// bare and bareTools are the scope of bare batches and what their
+	// calls resolve to: the registry's function tools.
+	bare      *scope
+	bareTools *toolset
 }
 
 // NewExecutor returns an executor of the tools registered in reg.
@@ -69,7 +72,7 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 		opts = &ExecutorOptions{}
 	}
 	e := &Executor{reg: reg, store: records{opts.Store}, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner,
-		tracer: tracerOf(opts.TracerProvider), ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting, bare: &scope{tools: registryTools(reg)}}
+		tracer: tracerOf(opts.TracerProvider), ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting, bare: &scope{}, bareTools: registryTools(reg)}
 	if e.maxNest <= 0 {
 		e.maxNest = DefaultMaxNesting
 	}
@@ -144,7 +147,7 @@ type Outcome struct {
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
 	lock := e.locks.lock(threadID)
 	defer e.locks.unlock(threadID, lock)
-	b, err := e.newBatch(ctx, threadID, e.bare, true)
+	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
 	if err != nil {
 		return nil, err
 	}
@@ -159,22 +162,21 @@ func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) (
 // function tools. The env is read when State is called; SetEnv through the
 // state updates it. It is safe for concurrent use.
 func (e *Executor) State(ctx context.Context, threadID string) (ThreadState, error) {
-	b, err := e.newBatch(ctx, threadID, e.bare, true)
+	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
 	if err != nil {
 		return nil, err
 	}
 	return &callState{e: e, b: b}, nil
 }
 
-// scope is what the caller of a batch sets for it: what its calls' names
-// resolve to, the execution it belongs to, the env links between the
-// thread's and the user's, the labels of the messages it stores, the
+// scope is what the caller of a batch sets for it, the same for all the
+// batches of a turn: the execution it belongs to, the env links between
+// the thread's and the user's, the labels of the messages it stores, the
 // nesting level of its calls, and what to do when a tool sets a thread env
-// value. The executor reads it and never interprets its labels. A scope
-// with only tools set is a bare batch.
+// value. The executor reads it and never interprets its labels. The zero
+// scope is a bare batch's.
 type scope struct {
-	tools *toolset
-	exec  *Execution
+	exec *Execution
 	// defaults are env links between the thread's env and the user's (an
 	// agent's defaults, then a prompt's); their values are secret.
 	defaults []map[string]string
@@ -194,6 +196,7 @@ type batch struct {
 	threadID string
 	thread   threadFacts
 	sc       *scope
+	tools    *toolset
 
 	mu       sync.Mutex
 	queue    []pending
@@ -207,34 +210,57 @@ type batch struct {
 	started  map[string]bool // calls whose tool_call_started already fired
 	resultID string          // id the running call's result message will get
 	obs      observe.Observer
-	// Room for a batch of one call, so that it allocates nothing more:
-	// its queue, its outcome, the state its tool gets and its result
-	// message. The state and the message are used once, by the first call
-	// (a tool may keep its ThreadState; the caller keeps the message).
-	queueBuf  [1]pending
-	outBuf    [1]Outcome
-	stateBuf  callState
-	msgBuf    Message
+	room     *batchRoom // made with the batch by Run, when the first call runs otherwise
+}
+
+// batchRoom is room for a batch of one call, so that it allocates nothing
+// more: its queue, its outcome, the state its tool gets and its result
+// message. The state and the message are used once, by the first call (a
+// tool may keep its ThreadState; the caller keeps the message). A turn's
+// batch gets it only when the model called tools: the batch of a response
+// with none runs nothing.
+type batchRoom struct {
+	queue     [1]pending
+	out       [1]Outcome
+	state     callState
+	msg       Message
 	stateUsed bool
 	msgUsed   bool
 }
 
+// roomyBatch is a batch made together with its room.
+type roomyBatch struct {
+	batch
+	room batchRoom
+}
+
+// spare returns the batch's room, made when it has none: by runBatch,
+// under b.mu, before any call of the batch runs.
+func (b *batch) spare() *batchRoom {
+	if b.room == nil {
+		b.room = new(batchRoom)
+	}
+	return b.room
+}
+
 // state returns a callState for a top-level call of the batch.
 func (b *batch) state() *callState {
-	if b.stateUsed {
+	r := b.spare()
+	if r.stateUsed {
 		return new(callState)
 	}
-	b.stateUsed = true
-	return &b.stateBuf
+	r.stateUsed = true
+	return &r.state
 }
 
 // message returns a Message for a result of the batch.
 func (b *batch) message() *Message {
-	if b.msgUsed {
+	r := b.spare()
+	if r.msgUsed {
 		return new(Message)
 	}
-	b.msgUsed = true
-	return &b.msgBuf
+	r.msgUsed = true
+	return &r.msg
 }
 
 type pending struct {
@@ -248,7 +274,10 @@ type pending struct {
 }
 
 // newBatch loads the thread (creating it when create is set) and its env.
-func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, create bool) (*batch, error) {
+// tools, when not nil, are what the batch's calls resolve to; a turn sets
+// them after, from what the batch loaded. withRoom makes the batch's room
+// with it, for a batch that will run calls.
+func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, tools *toolset, create, withRoom bool) (*batch, error) {
 	facts, env, err := e.store.loadBatch(ctx, threadID)
 	if errors.Is(err, ErrNotFound) && create {
 		th := &Thread{ID: threadID}
@@ -263,7 +292,15 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, cre
 		}
 		return nil, err
 	}
-	b := &batch{threadID: threadID, thread: facts, env: env, sc: sc, obs: observe.From(ctx)}
+	var b *batch
+	if withRoom {
+		rb := &roomyBatch{}
+		b = &rb.batch
+		b.room = &rb.room
+	} else {
+		b = new(batch)
+	}
+	b.threadID, b.thread, b.env, b.sc, b.tools, b.obs = threadID, facts, env, sc, tools, observe.From(ctx)
 	if facts.userID != "" {
 		if b.userEnv, err = e.store.ListEnv(ctx, ScopeUser, facts.userID); err != nil {
 			return nil, &StoreError{Op: "load user env", Err: err}
@@ -281,14 +318,14 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 	}
 	b.mu.Lock()
 	if b.queue == nil {
-		b.queue = b.queueBuf[:0]
+		b.queue = b.spare().queue[:0]
 	}
 	for _, c := range calls {
 		b.queue = append(b.queue, pending{call: c, fresh: fresh})
 	}
 	b.mu.Unlock()
-	outcomes := b.outBuf[:0]
-	if len(calls) > len(b.outBuf) {
+	outcomes := b.spare().out[:0]
+	if len(calls) > cap(outcomes) {
 		outcomes = make([]Outcome, 0, len(calls))
 	}
 	for i := 0; ; i++ {
@@ -372,9 +409,9 @@ func (e *Executor) runCall(ctx context.Context, b *batch, i int, p pending) (Out
 	case p.refused != "":
 		h = &handler{name: c.Name, kind: kindRefused, refusal: Result{Status: StatusError, Error: p.refused, ErrorCode: "not_resumable"}}
 	case p.queued:
-		h = b.sc.tools.forTool(c.Name, "")
+		h = b.tools.forTool(c.Name, "")
 	default:
-		h = b.sc.tools.forModel(c.Name)
+		h = b.tools.forModel(c.Name)
 	}
 	b.mu.Lock()
 	b.queue[i].call.ID = c.ID // the id it runs under, for ranBefore

@@ -16,7 +16,7 @@ import (
 // handoff), a provider tool the model lists — and, for a top-level turn of
 // a side with relationships, the lifecycle tools.
 func (rt *Runtime) offer(ctx context.Context, ts *turnState, b *batch) (*toolset, error) {
-	tools := &toolset{offered: map[string]*handler{}}
+	tools := &toolset{gated: true}
 	tools.resolve = func(name, ns string, nested bool) *handler { return rt.resolve(ctx, ts, b, tools, name, ns, nested) }
 	tools.refuse = func(name string) *handler {
 		if ts.relationship(b, name, true) != nil {
@@ -24,13 +24,7 @@ func (rt *Runtime) offer(ctx context.Context, ts *turnState, b *batch) (*toolset
 		}
 		return notOffered(name)
 	}
-	add := func(h *handler) {
-		if _, dup := tools.offered[h.name]; dup {
-			return
-		}
-		tools.offered[h.name] = h
-		tools.specs = append(tools.specs, h.spec)
-	}
+	add := tools.offer
 	if ts.model.Capabilities.NoToolCalls {
 		return tools, nil
 	}

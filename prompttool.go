@@ -54,9 +54,7 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c call, p *
 		return Result{}, err
 	}
 	req := &Request{Model: model.ID, ThreadID: ts.th.ID, System: interpolate(p.Text, argMap), ToolChoice: p.ToolChoice, ParallelToolCalls: p.ParallelToolCalls}
-	if len(tools.specs) > 0 {
-		req.Tools = append([]ToolSpec(nil), tools.specs...)
-	} else {
+	if req.Tools = tools.specs(); req.Tools == nil {
 		req.ToolChoice = ""
 	}
 	if p.IncludeChat {

@@ -17,9 +17,7 @@ func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, tools *tools
 		ToolChoice:        ts.prompt.ToolChoice,
 		ParallelToolCalls: ts.prompt.ParallelToolCalls,
 	}
-	if len(tools.specs) > 0 {
-		req.Tools = append([]ToolSpec(nil), tools.specs...)
-	} else {
+	if req.Tools = tools.specs(); req.Tools == nil {
 		req.ToolChoice = ""
 	}
 	msgs, err := rt.history(ctx, ts)

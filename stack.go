@@ -5,10 +5,9 @@ package toolrun
 // calls (a tool's Execute under the runtime's frames) with room to spare.
 const turnStack = 12 << 10
 
-// stackSink, stackIndex and stackNever keep growStack's array in its frame
-// without it ever being written.
+// stackIndex and stackNever keep growStack's array in its frame without it
+// ever being written.
 var (
-	stackSink  byte
 	stackIndex int
 	stackNever bool
 )
@@ -25,6 +24,6 @@ var (
 func growStack() {
 	if stackNever {
 		var room [turnStack]byte
-		stackSink = room[stackIndex]
+		stackIndex = int(room[stackIndex])
 	}
 }

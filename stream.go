@@ -11,119 +11,182 @@ import (
 	"github.com/toolrun/toolrun/internal/partialjson"
 )
 
-// stream sends req and collects the response, firing tool_call_started as
-// each call's progress argument completes.
-//
-// The calls' names and progress arguments are read from tools, the tools
-// the request offers: a call of a name the request did not offer gets no
-// tool_call_started (the allowed-tools gate refuses it).
-func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
-	type pendingCall struct {
-		call    ToolCall
-		rawID   string // the id the provider gave
-		args    strings.Builder
-		scan    partialjson.Scanner
-		key     string
-		fed     bool // the scanner read the streamed deltas
-		fired   bool
-		started bool
+// pendingCall is a tool call of the response being streamed.
+type pendingCall struct {
+	index   int // the stream's index of the call
+	call    ToolCall
+	rawID   string // the id the provider gave
+	args    strings.Builder
+	scan    partialjson.Scanner
+	key     string
+	fed     bool // the scanner read the streamed deltas
+	fired   bool
+	started bool
+}
+
+// fewCalls is how many calls (or call ids) a response's collector finds by
+// walking a slice; past it, a map.
+const fewCalls = 16
+
+// response collects one streamed model response of a turn. A turn keeps
+// one and uses it for each of its requests, so that a request allocates
+// only for the calls its response makes.
+type response struct {
+	rt    *Runtime
+	ctx   context.Context
+	ts    *turnState
+	b     *batch
+	tools *toolset
+	text  strings.Builder
+	calls []*pendingCall       // in the order they first streamed
+	index map[int]*pendingCall // calls by stream index, once there are many
+	ids   callIDs              // ids given to the response's calls
+	err   error                // what ended the stream early
+}
+
+// callIDs is a set of call ids: a few in a slice, more in a map.
+type callIDs struct {
+	few  []string
+	many map[string]bool
+}
+
+func (s *callIDs) has(id string) bool {
+	if s.many != nil {
+		return s.many[id]
 	}
-	var text strings.Builder
-	calls := map[int]*pendingCall{}
-	ids := map[string]bool{} // ids given to this response's calls
-	var order []int
-	get := func(i int) *pendingCall {
-		pc := calls[i]
-		if pc == nil {
-			pc = &pendingCall{}
-			calls[i] = pc
-			order = append(order, i)
+	for _, x := range s.few {
+		if x == id {
+			return true
 		}
-		return pc
 	}
-	fire := func(pc *pendingCall, progress *string) {
-		if pc.fired {
-			return
+	return false
+}
+
+func (s *callIDs) add(id string) {
+	switch {
+	case s.many != nil:
+		s.many[id] = true
+	case len(s.few) < fewCalls:
+		s.few = append(s.few, id)
+	default:
+		s.many = make(map[string]bool, 2*fewCalls)
+		for _, x := range s.few {
+			s.many[x] = true
 		}
-		pc.fired = true
-		if tools.offered[pc.call.Name] == nil {
-			return // refused by the allowed-tools gate: no start and no done
-		}
-		b.markStarted(pc.call.ID)
-		rt.ex.emitStarted(ctx, b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()})
+		s.many[id] = true
 	}
-	progressKey := func(name string) string {
-		if h := tools.offered[name]; h != nil {
-			return h.progress
-		}
-		return ""
+}
+
+// call returns the pending call of stream index i, added when it is new.
+func (r *response) call(i int) *pendingCall {
+	if n := len(r.calls); n > 0 && r.calls[n-1].index == i {
+		return r.calls[n-1] // the usual case: the chunks of one call in a row
 	}
-	sctx, span := rt.startChatSpan(ctx, ts)
-	defer span.End()
-	for ch, err := range ts.model.Provider.Stream(sctx, req) {
-		if err != nil {
-			span.SetStatus(codes.Error, err.Error())
-			return "", nil, &modelError{model: ts.model.Name, err: err}
+	if r.index != nil {
+		if pc := r.index[i]; pc != nil {
+			return pc
 		}
-		switch ch.Type {
-		case ChunkText:
-			text.WriteString(ch.Text)
-		case ChunkToolCallStart:
-			pc := get(ch.Index)
-			pc.rawID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
-			if pc.call.ID, err = rt.uniqueCallID(ctx, ts.th.ID, pc.rawID, ids); err != nil {
-				return "", nil, err
-			}
-			pc.started = true
-			pc.key = progressKey(pc.call.Name)
-			if pc.key == "" {
-				fire(pc, nil)
-			}
-		case ChunkToolCallDelta:
-			pc := get(ch.Index)
-			pc.args.WriteString(ch.ToolCall.Arguments)
-			if pc.key != "" && !pc.fired {
-				if !pc.fed {
-					countParse("stream") // one scan, fed piece by piece
-				}
-				pc.fed = true
-				pc.scan.Feed(ch.ToolCall.Arguments)
-				if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {
-					fire(pc, &v)
-				}
-			}
-		case ChunkToolCall:
-			pc := get(ch.Index)
-			if pc.call.ID == "" || ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.rawID {
-				pc.rawID = ch.ToolCall.ID
-				if pc.call.ID, err = rt.uniqueCallID(ctx, ts.th.ID, pc.rawID, ids); err != nil {
-					return "", nil, err
-				}
-				if pc.fired {
-					b.markStarted(pc.call.ID) // the start already fired under the first id
-				}
-			}
-			if ch.ToolCall.Name != "" {
-				pc.call.Name = ch.ToolCall.Name
-			}
-			pc.call.Arguments = ch.ToolCall.Arguments
-		case ChunkProviderTool:
-			if ch.ProviderTool != nil {
-				rt.log.InfoContext(ctx, "toolrun: provider tool", "thread", ts.th.ID, "name", ch.ProviderTool.Name, "id", ch.ProviderTool.ID, "status", ch.ProviderTool.Status)
-			}
-		case ChunkUsage:
-			if ch.Usage != nil && span.IsRecording() {
-				span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", ch.Usage.InputTokens), attribute.Int("gen_ai.usage.output_tokens", ch.Usage.OutputTokens))
-			}
-		case ChunkFinish:
-			if span.IsRecording() {
-				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ch.FinishReason}))
+	} else {
+		for _, pc := range r.calls {
+			if pc.index == i {
+				return pc
 			}
 		}
 	}
-	out := make([]ToolCall, 0, len(order))
-	for _, i := range order {
-		pc := calls[i]
+	pc := &pendingCall{index: i}
+	r.calls = append(r.calls, pc)
+	switch {
+	case r.index != nil:
+		r.index[i] = pc
+	case len(r.calls) > fewCalls:
+		r.index = make(map[int]*pendingCall, 2*len(r.calls))
+		for _, c := range r.calls {
+			r.index[c.index] = c
+		}
+	}
+	return pc
+}
+
+// fire emits tool_call_started for pc, once; a call the request did not
+// offer gets none (the allowed-tools gate refuses it).
+func (r *response) fire(pc *pendingCall, progress *string) {
+	if pc.fired {
+		return
+	}
+	pc.fired = true
+	if r.tools.offered(pc.call.Name) == nil {
+		return // refused by the allowed-tools gate: no start and no done
+	}
+	r.b.markStarted(pc.call.ID)
+	r.rt.ex.emitStarted(r.ctx, r.b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()})
+}
+
+// progressKey returns the progress argument of the offered tool name.
+func (r *response) progressKey(name string) string {
+	if h := r.tools.offered(name); h != nil {
+		return h.progress
+	}
+	return ""
+}
+
+// add applies one chunk of the stream.
+func (r *response) add(ch *Chunk) error {
+	var err error
+	switch ch.Type {
+	case ChunkText:
+		r.text.WriteString(ch.Text)
+	case ChunkToolCallStart:
+		pc := r.call(ch.Index)
+		pc.rawID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
+		if pc.call.ID, err = r.rt.uniqueCallID(r.ctx, r.ts.th.ID, pc.rawID, &r.ids); err != nil {
+			return err
+		}
+		pc.started = true
+		pc.key = r.progressKey(pc.call.Name)
+		if pc.key == "" {
+			r.fire(pc, nil)
+		}
+	case ChunkToolCallDelta:
+		pc := r.call(ch.Index)
+		pc.args.WriteString(ch.ToolCall.Arguments)
+		if pc.key != "" && !pc.fired {
+			if !pc.fed {
+				countParse("stream") // one scan, fed piece by piece
+			}
+			pc.fed = true
+			pc.scan.Feed(ch.ToolCall.Arguments)
+			if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {
+				r.fire(pc, &v)
+			}
+		}
+	case ChunkToolCall:
+		pc := r.call(ch.Index)
+		if pc.call.ID == "" || ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.rawID {
+			pc.rawID = ch.ToolCall.ID
+			if pc.call.ID, err = r.rt.uniqueCallID(r.ctx, r.ts.th.ID, pc.rawID, &r.ids); err != nil {
+				return err
+			}
+			if pc.fired {
+				r.b.markStarted(pc.call.ID) // the start already fired under the first id
+			}
+		}
+		if ch.ToolCall.Name != "" {
+			pc.call.Name = ch.ToolCall.Name
+		}
+		pc.call.Arguments = ch.ToolCall.Arguments
+	case ChunkProviderTool:
+		if ch.ProviderTool != nil {
+			r.rt.log.InfoContext(r.ctx, "toolrun: provider tool", "thread", r.ts.th.ID, "name", ch.ProviderTool.Name, "id", ch.ProviderTool.ID, "status", ch.ProviderTool.Status)
+		}
+	}
+	return nil
+}
+
+// finish returns the response's text and calls, firing the starts of the
+// calls whose progress argument never completed while they streamed.
+func (r *response) finish() (string, []ToolCall) {
+	out := make([]ToolCall, 0, len(r.calls))
+	for _, pc := range r.calls {
 		if pc.call.Name == "" {
 			continue
 		}
@@ -132,7 +195,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 		}
 		if !pc.fired {
 			if pc.key == "" {
-				pc.key = progressKey(pc.call.Name) // a call that never streamed its start
+				pc.key = r.progressKey(pc.call.Name) // a call that never streamed its start
 			}
 			var progress *string
 			if pc.key != "" {
@@ -149,11 +212,56 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 					progress = progressOf(pc.call.Arguments, pc.key)
 				}
 			}
-			fire(pc, progress)
+			r.fire(pc, progress)
 		}
 		out = append(out, pc.call)
 	}
-	return text.String(), out, nil
+	return r.text.String(), out
+}
+
+// stream sends req and collects the response, firing tool_call_started as
+// each call's progress argument completes.
+//
+// The calls' names and progress arguments are read from tools, the tools
+// the request offers: a call of a name the request did not offer gets no
+// tool_call_started (the allowed-tools gate refuses it).
+func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
+	r := &ts.resp
+	clear(r.calls)
+	*r = response{rt: rt, ctx: ctx, ts: ts, b: b, tools: tools, calls: r.calls[:0], ids: callIDs{few: r.ids.few[:0]}}
+	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
+	sctx, span := rt.startChatSpan(ctx, ts)
+	defer span.End()
+	// The loop's body is a function the provider calls: it keeps what it
+	// needs in r and breaks, rather than return from stream, so that stream's
+	// results are not moved to the heap for it.
+	for ch, err := range ts.model.Provider.Stream(sctx, req) {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			r.err = &modelError{model: ts.model.Name, err: err}
+			break
+		}
+		switch ch.Type {
+		case ChunkUsage:
+			if ch.Usage != nil && span.IsRecording() {
+				span.SetAttributes(attribute.Int("gen_ai.usage.input_tokens", ch.Usage.InputTokens), attribute.Int("gen_ai.usage.output_tokens", ch.Usage.OutputTokens))
+			}
+		case ChunkFinish:
+			if span.IsRecording() {
+				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ch.FinishReason}))
+			}
+		default:
+			r.err = r.add(&ch)
+		}
+		if r.err != nil {
+			break
+		}
+	}
+	if r.err != nil {
+		return "", nil, r.err
+	}
+	text, calls := r.finish()
+	return text, calls, nil
 }
 
 // uniqueCallID returns the id a call of the response being streamed runs
@@ -162,12 +270,12 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 // of every response call_0, call_1 …); then a new id derived from it. Only a
 // call resumed from its stored assistant message keeps the id of a stored
 // result. seen holds the ids given so far.
-func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen map[string]bool) (string, error) {
+func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen *callIDs) (string, error) {
 	if !safeID(id) {
 		id = newRecordID("call")
 	}
 	for {
-		taken := seen[id]
+		taken := seen.has(id)
 		if !taken {
 			_, err := rt.store.ToolResult(ctx, threadID, id)
 			if err != nil && !errors.Is(err, ErrNotFound) {
@@ -176,7 +284,7 @@ func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen m
 			taken = err == nil
 		}
 		if !taken {
-			seen[id] = true
+			seen.add(id)
 			return id, nil
 		}
 		id = reissuedID(id)

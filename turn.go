@@ -41,6 +41,8 @@ type turnState struct {
 	handoff *handoff
 
 	rows turnRows // the chat rows its requests read
+	resp response // collects each of its model responses
+	sc   *scope   // the scope of its batches, once made
 }
 
 // root is the top-level turn a sub-prompt belongs to.
@@ -51,8 +53,11 @@ func (ts *turnState) root() *turnState {
 	return ts
 }
 
-// scope is the scope of the turn's batches.
+// scope is the scope of the turn's batches, made for its first.
 func (ts *turnState) scope() *scope {
+	if ts.sc != nil {
+		return ts.sc
+	}
 	sc := &scope{
 		exec:     ts.exec,
 		defaults: []map[string]string{ts.agent.Env, ts.prompt.Env},
@@ -65,6 +70,7 @@ func (ts *turnState) scope() *scope {
 	if n, ok := ts.model.Provider.(NullableOptionals); ok {
 		sc.nullOptionals = n.NullableOptionals(ts.model.ID)
 	}
+	ts.sc = sc
 	return sc
 }
 
@@ -469,8 +475,7 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState, outcomes []Outcom
 // prepare starts a model request of the turn: the batch its calls will run
 // in, and the tools it offers, which the batch's calls resolve to.
 func (rt *Runtime) prepare(ctx context.Context, ts *turnState) (*batch, *toolset, error) {
-	sc := ts.scope()
-	b, err := rt.ex.newBatch(ctx, ts.th.ID, sc, false)
+	b, err := rt.ex.newBatch(ctx, ts.th.ID, ts.scope(), nil, false, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -478,6 +483,6 @@ func (rt *Runtime) prepare(ctx context.Context, ts *turnState) (*batch, *toolset
 	if err != nil {
 		return nil, nil, err
 	}
-	sc.tools = tools
+	b.tools = tools
 	return b, tools, nil
 }
