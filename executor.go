@@ -207,8 +207,8 @@ type batch struct {
 	redOK    bool
 	curCall  string // the top-level call running now (ids of the calls it queues derive from it)
 	queuedN  int
-	started  map[string]bool // calls whose tool_call_started already fired
-	resultID string          // id the running call's result message will get
+	started  idSet  // calls whose tool_call_started already fired
+	resultID string // id the running call's result message will get
 	obs      observe.Observer
 	room     *batchRoom // made with the batch by Run, when the first call runs otherwise
 }
@@ -541,13 +541,10 @@ func (b *batch) ranBefore(i int, id string) bool {
 func (b *batch) markStarted(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.started[id] {
+	if b.started.has(id) {
 		return false
 	}
-	if b.started == nil {
-		b.started = map[string]bool{}
-	}
-	b.started[id] = true
+	b.started.add(id)
 	return true
 }
 

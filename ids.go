@@ -40,3 +40,41 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// fewIDs is how many ids an idSet keeps in its slice.
+const fewIDs = 16
+
+// idSet is a set of ids: a few in a slice (most sets hold one or two),
+// more in a map.
+type idSet struct {
+	few  []string
+	many map[string]bool
+}
+
+func (s *idSet) has(id string) bool {
+	if s.many != nil {
+		return s.many[id]
+	}
+	for _, x := range s.few {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *idSet) add(id string) {
+	switch {
+	case s.many != nil:
+		s.many[id] = true
+	case s.has(id):
+	case len(s.few) < fewIDs:
+		s.few = append(s.few, id)
+	default:
+		s.many = make(map[string]bool, 2*fewIDs)
+		for _, x := range s.few {
+			s.many[x] = true
+		}
+		s.many[id] = true
+	}
+}

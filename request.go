@@ -44,8 +44,8 @@ func perspective(side string, pastTools bool, segs ...[]Message) []Message {
 // view is the perspective of the rows a turn has read, kept between its
 // requests so that the rows a later request adds are turned only once.
 type view struct {
-	out    []Message       // the perspective of the rows added so far
-	called map[string]bool // ids of the calls of the assistant rows added
+	out    []Message // the perspective of the rows added so far
+	called idSet     // ids of the calls of the assistant rows added
 	// clean reports that more rows can only add to out: every call of the
 	// rows added has its result among them, and no run of queued results
 	// was still open at their end.
@@ -56,10 +56,7 @@ type view struct {
 // are all the rows (when v is new), and appends their perspective to out.
 func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 	results := map[string]*Message{}
-	if v.called == nil {
-		v.called = map[string]bool{}
-	}
-	called := v.called
+	called := &v.called
 	n := 0
 	for _, rows := range segs {
 		n += len(rows)
@@ -70,7 +67,7 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 			}
 			if m.Role == RoleAssistant {
 				for _, c := range m.ToolCalls {
-					called[c.ID] = true
+					called.add(c.ID)
 				}
 			}
 		}
@@ -105,7 +102,7 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 				if !pastTools || !own {
 					continue
 				}
-				if m.Queued && !called[m.ToolCallID] {
+				if m.Queued && !called.has(m.ToolCallID) {
 					queued = appendModel(queued, m)
 					queuedArgs = append(queuedArgs, m.Arguments)
 				}

@@ -24,8 +24,8 @@ type pendingCall struct {
 	started bool
 }
 
-// fewCalls is how many calls (or call ids) a response's collector finds by
-// walking a slice; past it, a map.
+// fewCalls is how many calls a response's collector finds by walking a
+// slice; past it, a map.
 const fewCalls = 16
 
 // response collects one streamed model response of a turn. A turn keeps
@@ -40,41 +40,8 @@ type response struct {
 	text  strings.Builder
 	calls []*pendingCall       // in the order they first streamed
 	index map[int]*pendingCall // calls by stream index, once there are many
-	ids   callIDs              // ids given to the response's calls
+	ids   idSet                // ids given to the response's calls
 	err   error                // what ended the stream early
-}
-
-// callIDs is a set of call ids: a few in a slice, more in a map.
-type callIDs struct {
-	few  []string
-	many map[string]bool
-}
-
-func (s *callIDs) has(id string) bool {
-	if s.many != nil {
-		return s.many[id]
-	}
-	for _, x := range s.few {
-		if x == id {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *callIDs) add(id string) {
-	switch {
-	case s.many != nil:
-		s.many[id] = true
-	case len(s.few) < fewCalls:
-		s.few = append(s.few, id)
-	default:
-		s.many = make(map[string]bool, 2*fewCalls)
-		for _, x := range s.few {
-			s.many[x] = true
-		}
-		s.many[id] = true
-	}
 }
 
 // call returns the pending call of stream index i, added when it is new.
@@ -228,7 +195,7 @@ func (r *response) finish() (string, []ToolCall) {
 func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
 	r := &ts.resp
 	clear(r.calls)
-	*r = response{rt: rt, ctx: ctx, ts: ts, b: b, tools: tools, calls: r.calls[:0], ids: callIDs{few: r.ids.few[:0]}}
+	*r = response{rt: rt, ctx: ctx, ts: ts, b: b, tools: tools, calls: r.calls[:0], ids: idSet{few: r.ids.few[:0]}}
 	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
 	sctx, span := rt.startChatSpan(ctx, ts)
 	defer span.End()
@@ -270,7 +237,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 // of every response call_0, call_1 …); then a new id derived from it. Only a
 // call resumed from its stored assistant message keeps the id of a stored
 // result. seen holds the ids given so far.
-func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen *callIDs) (string, error) {
+func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen *idSet) (string, error) {
 	if !safeID(id) {
 		id = newRecordID("call")
 	}
