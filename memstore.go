@@ -691,29 +691,50 @@ func matches(r *memRow, q MessageQuery) bool {
 	return (q.IncludeSilent || !r.silent) && (q.MaxDepth < 0 || int(r.depth) <= q.MaxDepth)
 }
 
-// prefix returns, for q's filters, the number of matching rows among the
-// first i of rows, or nil when q's filters are not one of the common ones
-// that rows count (every row, the top level, not silent, both).
-func prefix(rows *memRows, q MessageQuery) func(i int) int {
-	count := func(f func(r *memRow) uint32) func(int) int {
-		return func(i int) int {
-			if i == 0 {
-				return 0
-			}
-			return int(f(rows.at(i - 1)))
-		}
-	}
+// rowCount counts the rows of a query's filters among the first rows of a
+// thread, from the counters the rows keep: every row, the top level, the
+// rows that are not silent, or both.
+type rowCount struct {
+	rows *memRows
+	kind uint8 // one of the count* constants
+}
+
+const (
+	countAll uint8 = iota
+	countVisible
+	countTop
+	countTopVisible
+)
+
+// prefix returns the count of q's filters, or false when they are not one
+// of the common ones that rows count.
+func prefix(rows *memRows, q MessageQuery) (rowCount, bool) {
 	switch {
 	case q.MaxDepth < 0 && q.IncludeSilent:
-		return func(i int) int { return i }
+		return rowCount{rows, countAll}, true
 	case q.MaxDepth < 0:
-		return count(func(r *memRow) uint32 { return r.visible })
+		return rowCount{rows, countVisible}, true
 	case q.MaxDepth == 0 && q.IncludeSilent:
-		return count(func(r *memRow) uint32 { return r.top })
+		return rowCount{rows, countTop}, true
 	case q.MaxDepth == 0:
-		return count(func(r *memRow) uint32 { return r.topVisible })
+		return rowCount{rows, countTopVisible}, true
 	}
-	return nil
+	return rowCount{}, false
+}
+
+// of returns the number of matching rows among the first i.
+func (c rowCount) of(i int) int {
+	if i == 0 || c.kind == countAll {
+		return i
+	}
+	r := c.rows.at(i - 1)
+	switch c.kind {
+	case countVisible:
+		return int(r.visible)
+	case countTop:
+		return int(r.top)
+	}
+	return int(r.topVisible)
 }
 
 // ListMessages implements MessageStore.
@@ -749,12 +770,12 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 	}
 	var picked []*memRow
 	var total int
-	if pre := prefix(&rows, q); pre != nil {
-		base := pre(a)
-		total = pre(rows.n) - base
+	if pre, ok := prefix(&rows, q); ok {
+		base := pre.of(a)
+		total = pre.of(rows.n) - base
 		lo, hi := pageBounds(total, q)
 		// The row of rank lo among the matching rows after a.
-		i := a + sort.Search(rows.n-a, func(k int) bool { return pre(a+k+1)-base > lo })
+		i := a + sort.Search(rows.n-a, func(k int) bool { return pre.of(a+k+1)-base > lo })
 		picked = make([]*memRow, 0, hi-lo)
 		for ; i < rows.n && len(picked) < hi-lo; i++ {
 			if m := rows.at(i); matches(m, q) {

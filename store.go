@@ -136,6 +136,8 @@ type MessageStore interface {
 	// with ErrNotFound when the thread does not exist, and with
 	// ErrDuplicateToolResult when a RoleTool message names a ToolCallID that
 	// already has a stored tool result on the thread (or twice within msgs).
+	// It keeps nothing of msgs once it returns (it stores copies): callers
+	// may reuse the messages.
 	AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error
 	// ListMessages answers q for the thread; an unknown thread has no messages.
 	ListMessages(ctx context.Context, threadID string, q MessageQuery) (MessagePage, error)

@@ -43,6 +43,7 @@ type turnState struct {
 	rows turnRows // the chat rows its requests read
 	resp response // collects each of its model responses
 	sc   *scope   // the scope of its batches, once made
+	am   Message  // its latest assistant message, as appended
 }
 
 // root is the top-level turn a sub-prompt belongs to.
@@ -242,7 +243,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if empty {
 			calls = []ToolCall{{ID: newRecordID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
 		}
-		am := &Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
+		// Stores keep nothing of what they append: the turn's message is reused.
+		am := &ts.am
+		*am = Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
 		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
 			return turnResult{}, &StoreError{Op: "append assistant message", Err: err}
 		}
