@@ -300,10 +300,12 @@ type strRef struct{ blk, off, n uint32 }
 const wholeBlock = math.MaxUint32
 
 // memArena holds the bytes of a thread's strings in blocks. Bytes are only
-// ever written after the bytes in use, and a block is never replaced, so a
-// copy of blocks (taken under the thread's lock) reads every string of the
-// rows seen with it; the strings a reader builds point into the blocks,
-// which nothing changes.
+// ever written after the bytes in use, and a block is only replaced by a
+// bigger copy of itself (block 0, which grows so that a short thread keeps
+// one block, as chunk 0 of the rows does), so a copy of blocks (taken
+// under the thread's lock) reads every string of the rows seen with it; the
+// strings a reader builds point into the blocks it copied, which nothing
+// changes.
 type memArena struct {
 	blocks arenaBlocks
 	cur    int // the block strings are packed into; -1 (or no blocks): none yet
@@ -367,7 +369,14 @@ func (a *memArena) put(s string) strRef {
 	if len(s) > arenaOwn {
 		return a.own([]byte(s))
 	}
-	if a.blocks.len() == 0 || a.cur < 0 || a.used+len(s) > len(a.blocks.at(a.cur)) {
+	switch {
+	case a.blocks.len() > 0 && a.cur >= 0 && a.used+len(s) <= len(a.blocks.at(a.cur)):
+	case a.cur == 0 && len(a.blocks.first) < arenaMax:
+		// By half again: most threads stay short, and each growth copies.
+		grown := make([]byte, max(min(len(a.blocks.first)*3/2, arenaMax), a.used+len(s)))
+		copy(grown, a.blocks.first[:a.used])
+		a.blocks.first = grown // readers keep the block they copied
+	default:
 		size := arenaFirst
 		if a.blocks.len() > 0 && a.cur >= 0 {
 			size = min(2*len(a.blocks.at(a.cur)), arenaMax)

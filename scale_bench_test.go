@@ -297,19 +297,22 @@ func BenchmarkTurnHistory(b *testing.B) {
 // BenchmarkConcurrentTurns runs 10,000 turns, each on a thread of its own,
 // from 10,000 goroutines at once, alternating with the same number of
 // turns one after another on one goroutine; one op is the 10,000 turns at
-// once, and x_sequential is their rate over the sequential one's.
+// once, and x_sequential is their rate over the sequential one's. Each op
+// has a store of its own, holding the 20,000 threads of its two sides, so
+// that the figure does not depend on b.N through a store growing with it.
 func BenchmarkConcurrentTurns(b *testing.B) {
 	const turns = 10000
-	w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
 	var seq, conc time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
+		w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
 		threads := make([]string, 2*turns)
 		for k := range threads {
 			threads[k] = w.thread(b, 2)
 		}
+		runtime.GC() // each side starts from a collected heap
 		start := time.Now()
 		for _, th := range threads[:turns] {
 			w.turn(b, th)
