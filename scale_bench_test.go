@@ -336,6 +336,29 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 	b.ReportMetric(seq.Seconds()/conc.Seconds(), "x_sequential")
 }
 
+// BenchmarkCollectIdleThreads measures one full collection while the
+// memory store holds 40,000 threads that each took a turn (six messages
+// each): what every cycle of the collector pays to mark a store of idle
+// threads, which a turn pays in proportion to what it allocates. objects
+// is the number of objects on the heap.
+func BenchmarkCollectIdleThreads(b *testing.B) {
+	const threads = 40000
+	w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
+	for range threads {
+		w.turn(b, w.thread(b, 2))
+	}
+	runtime.GC()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+	}
+	b.StopTimer()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapObjects), "objects")
+	runtime.KeepAlive(w)
+}
+
 // BenchmarkIdleThreadHeap measures the heap a thread holds once its turn is
 // over, on the memory store: B/thread is the growth of the live heap over
 // 1,000 threads that each took one turn (a user message, the model's call,
