@@ -24,7 +24,12 @@ func init() {
 		if os.Getenv(ctrlEnv) == "3" {
 			ctrl = os.NewFile(3, "toolrun-sandbox-ctrl")
 		}
-		os.Exit(serveWorker(os.Stdin, os.Stdout, ctrl))
+		// The goroutine running init is locked to the main thread, so each
+		// time it yields or waits its thread hands over to another and back;
+		// the protocol is served on a goroutine of its own.
+		code := make(chan int)
+		go func() { code <- serveWorker(os.Stdin, os.Stdout, ctrl) }()
+		os.Exit(<-code)
 	}
 }
 
