@@ -140,7 +140,11 @@
 // kept warm in a small pool ([RunnerOptions.PoolSize]) so a run pays no
 // process start (about 0.1 ms per trivial run, about 10 µs per bridged
 // call and 10 µs per call of a Promise.all batch, against a raw pipe round
-// trip of 3–30 µs on the shared test VM; see BENCHMARKS.md). At most [RunnerOptions.MaxWorkers] runs execute at once;
+// trip of 3–30 µs on the shared test VM; see BENCHMARKS.md). While a
+// bridged call is outstanding, the side waiting for the other polls its
+// pipe for up to [RunnerOptions.SpinWait] (50 µs, on Linux) before it
+// sleeps, which saves the wake-up of a sleeping thread when the answer
+// comes soon. At most [RunnerOptions.MaxWorkers] runs execute at once;
 // more wait for a worker. Any binary that imports this
 // package can be its own worker: the package's init function checks the
 // environment variable TOOLRUN_SANDBOX_WORKER ([WorkerEnv]) and, when it is

@@ -116,15 +116,16 @@ func (p *workerPool) put(w *workerProc) {
 
 // workerProc is the parent's side of one worker process.
 type workerProc struct {
-	pool  *workerPool
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *frameWriter // frames to stdin
-	ctrl  *os.File     // control pipe (fd 3 in the worker); nil on Windows
-	cmu   sync.Mutex   // serialises writes to ctrl
-	tail  tailBuffer
-	dead  atomic.Bool
-	runs  int // guarded by being owned by one run at a time
+	pool   *workerPool
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *os.File     // the worker's frames; closed by exited
+	out    *frameWriter // frames to stdin
+	ctrl   *os.File     // control pipe (fd 3 in the worker); nil on Windows
+	cmu    sync.Mutex   // serialises writes to ctrl
+	tail   tailBuffer
+	dead   atomic.Bool
+	runs   int // guarded by being owned by one run at a time
 
 	mu    sync.Mutex
 	cur   *workerRun
@@ -176,6 +177,9 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), WorkerEnv+"=1")
+	if p.opts.SpinWait > 0 {
+		cmd.Env = append(cmd.Env, spinEnv+"="+p.opts.SpinWait.String())
+	}
 	cmd.SysProcAttr = workerSysProcAttr()
 	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}}
 	var ctrlR *os.File
@@ -193,27 +197,35 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// The host's end of stdout is an *os.File of its own (StdoutPipe
+	// gives an io.ReadCloser), so that its descriptor can be polled (see
+	// newSpinReader); exited closes it.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
+		_ = stdin.Close()
 		return nil, err
 	}
+	cmd.Stdout = stdoutW
 	err = cmd.Start()
+	_ = stdoutW.Close()
 	if ctrlR != nil {
 		_ = ctrlR.Close()
 	}
 	if err != nil {
+		_ = stdout.Close()
 		if w.ctrl != nil {
 			_ = w.ctrl.Close()
 		}
 		return nil, fmt.Errorf("sandbox: starting worker %q: %w", argv[0], err)
 	}
+	w.stdout = stdout
 	w.stdin = stdin
 	w.out = &frameWriter{w: stdin}
 	p.mu.Lock()
 	p.live[w] = struct{}{}
 	p.mu.Unlock()
 	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
-	go w.readLoop(newFrameReader(stdout, p.maxFrame, maxTransferBytes))
+	go w.readLoop(newFrameReader(newSpinReader(stdout, p.opts.SpinWait, w.running), p.maxFrame, maxTransferBytes))
 	return w, nil
 }
 
@@ -244,6 +256,15 @@ func (w *workerProc) stop() {
 }
 
 func (w *workerProc) kill() { _ = w.cmd.Process.Kill() }
+
+// running reports whether a run is executing on the worker: its frames
+// (bridged calls, reports, the result) are what the host expects next.
+func (w *workerProc) running() bool {
+	w.mu.Lock()
+	wr := w.cur
+	w.mu.Unlock()
+	return wr != nil && wr.phase.Load() == phaseRunning
+}
 
 func (w *workerProc) current(id uint64) *workerRun {
 	w.mu.Lock()
@@ -469,6 +490,7 @@ func (w *workerProc) serveCall(wr *workerRun, f *frame, queueOnly bool) {
 // exited handles the end of the worker process.
 func (w *workerProc) exited() {
 	waitErr := w.cmd.Wait()
+	_ = w.stdout.Close()
 	w.dead.Store(true)
 	if w.ctrl != nil {
 		_ = w.ctrl.Close()

@@ -208,6 +208,17 @@ type RunnerOptions struct {
 	CompileInHost bool
 	// Logger receives worker lifecycle events; nil discards them.
 	Logger *slog.Logger
+	// SpinWait is how long, in worker mode on Linux, the side of a
+	// worker's pipes that expects a frame shortly polls the pipe before it
+	// sleeps: the worker while its run awaits results of bridged calls,
+	// the host while a run executes on the worker. An answer that comes
+	// within it is read without the wake-up of a sleeping thread, which on
+	// a virtual machine can cost more than the call itself; the price is
+	// up to SpinWait of CPU per wait that outlasts it. Polling yields to
+	// other goroutines, and a side whose polls keep running out (the CPUs
+	// are busy with other work) stops polling for a while. 0 means
+	// DefaultSpinWait (50µs); a negative value turns polling off.
+	SpinWait time.Duration
 }
 
 // Runner starts sandboxed runs. It is safe for concurrent use.
@@ -252,6 +263,9 @@ func New(opts *RunnerOptions) *Runner {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SpinWait == 0 {
+		o.SpinWait = DefaultSpinWait
 	}
 	r := &Runner{opts: o, cache: newCompileCache(o.CacheSize, o.CacheBytes, o.Mode == ModeInProcess)}
 	if o.Mode == ModeWorker {

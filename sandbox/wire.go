@@ -37,7 +37,9 @@ import (
 // finish together go back in one write.
 //
 // A worker runs one run at a time, on the goroutine that reads stdin: while
-// the run waits for bridged results it reads them itself. Terminate frames
+// the run waits for bridged results it reads them itself. The reader that
+// expects a frame soon (the worker awaiting results, the host while a run
+// executes) polls its pipe briefly before it sleeps (see spin.go). Terminate frames
 // are sent twice: on a control pipe (file descriptor 3, announced by
 // TOOLRUN_SANDBOX_CTRL_FD=3), read by a goroutine that interrupts running
 // JavaScript, and on stdin, which wakes a run that is waiting.

@@ -28,7 +28,7 @@ func init() {
 		// time it yields or waits its thread hands over to another and back;
 		// the protocol is served on a goroutine of its own.
 		code := make(chan int)
-		go func() { code <- serveWorker(os.Stdin, os.Stdout, ctrl) }()
+		go func() { code <- serveWorker(os.Stdin, os.Stdout, ctrl, spinWaitFromEnv()) }()
 		os.Exit(<-code)
 	}
 }
@@ -82,15 +82,18 @@ func newHostFrameReader(r io.Reader) *frameReader {
 // process exit code. The engine runs on this goroutine and reads its
 // bridged calls' results from in itself while it waits, so a result wakes
 // it without a goroutine hand-off; terminate frames arrive on ctrl (and on
-// in, to wake a waiting engine).
-func serveWorker(in io.Reader, out io.Writer, ctrl io.Reader) int {
+// in, to wake a waiting engine). While the engine waits for the results of
+// bridged calls, it polls in for up to spin before it sleeps (when spin is
+// positive).
+func serveWorker(in *os.File, out io.Writer, ctrl io.Reader, spin time.Duration) int {
 	debug.SetMaxStack(runMaxStack)
 	// The engine keeps one P busy while JavaScript runs; a second P lets the
 	// control reader interrupt it at once.
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
-	s := &workerServer{out: &frameWriter{w: out}, cache: newCompileCache(256, DefaultCacheBytes, true), in: newHostFrameReader(in)}
+	s := &workerServer{out: &frameWriter{w: out}, cache: newCompileCache(256, DefaultCacheBytes, true)}
+	s.in = newHostFrameReader(newSpinReader(in, spin, s.awaitingResults))
 	if ctrl != nil {
 		go s.serveCtrl(bufio.NewReader(ctrl))
 	}
@@ -142,6 +145,14 @@ func (s *workerServer) terminate(f *frame) {
 }
 
 var errProtocol = errors.New("sandbox worker: protocol error")
+
+// awaitingResults reports whether the current run has bridged calls the
+// host has not answered yet: their results are the frames expected next.
+func (s *workerServer) awaitingResults() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.calls) > 0
+}
 
 // pump reads and handles one frame for the running run; the engine calls
 // it when it has nothing to do.
