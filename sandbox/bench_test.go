@@ -118,8 +118,10 @@ func BenchmarkUncachedTypeScriptRunInProcess(b *testing.B) { benchUncached(b, Mo
 // on the worker that runs it).
 func BenchmarkUncachedTypeScriptRunWorker(b *testing.B) { benchUncached(b, ModeWorker) }
 
-func benchBridge(b *testing.B, mode Mode) {
-	r := New(&RunnerOptions{Mode: mode, PoolSize: 1})
+func benchBridge(b *testing.B, mode Mode) { benchBridgeSpin(b, mode, 0) }
+
+func benchBridgeSpin(b *testing.B, mode Mode, spin time.Duration) {
+	r := New(&RunnerOptions{Mode: mode, PoolSize: 1, SpinWait: spin})
 	defer r.Close()
 	echo := HostFunc(func(ctx context.Context, args []any) (any, error) { return args[0], nil })
 	src := "import {echo} from 'h';\nexport default async (n: number) => { let s = 0; for (let i = 0; i < n; i++) s += await echo(i) as number; return s; }"
@@ -135,8 +137,42 @@ func benchBridge(b *testing.B, mode Mode) {
 // (sandbox -> pipe -> Go function -> pipe -> sandbox) per op.
 func BenchmarkBridgedCallWorker(b *testing.B) { benchBridge(b, ModeWorker) }
 
+// BenchmarkBridgedCallWorkerNoSpin is BenchmarkBridgedCallWorker with
+// RunnerOptions.SpinWait negative: both sides sleep as soon as their pipe
+// is empty.
+func BenchmarkBridgedCallWorkerNoSpin(b *testing.B) { benchBridgeSpin(b, ModeWorker, -1) }
+
 // BenchmarkBridgedCallInProcess is the same without a process boundary.
 func BenchmarkBridgedCallInProcess(b *testing.B) { benchBridge(b, ModeInProcess) }
+
+// BenchmarkConcurrentBridgedCallsWorker runs four runs at once, each on
+// its own worker making one bridged call after another; an op is one call
+// (of any run). With two CPUs there are more processes wanting a CPU than
+// CPUs, which is where polling for an answer can cost more than it saves.
+func BenchmarkConcurrentBridgedCallsWorker(b *testing.B) {
+	const runs = 4
+	r := New(&RunnerOptions{PoolSize: runs})
+	defer r.Close()
+	echo := HostFunc(func(ctx context.Context, args []any) (any, error) { return args[0], nil })
+	src := "import {echo} from 'h';\nexport default async (n: number) => { let s = 0; for (let i = 0; i < n; i++) s += await echo(i) as number; return s; }"
+	opts := func(n int) *Options {
+		return &Options{Language: LanguageTypeScript, Execute: &Execute{Args: []any{n}}, Imports: map[string]map[string]any{"h": {"echo": echo}}}
+	}
+	startAll := func(n int) {
+		var all []*Run
+		for i := 0; i < runs; i++ {
+			all = append(all, r.Start(context.Background(), src, opts(n)))
+		}
+		for _, run := range all {
+			if res, err := run.Wait(context.Background()); err != nil || res.Status != StatusSuccess {
+				b.Fatalf("run failed: %v %v", res.Status, res.Error)
+			}
+		}
+	}
+	startAll(10)
+	b.ResetTimer()
+	startAll((b.N + runs - 1) / runs)
+}
 
 func benchParallelBridge(b *testing.B, mode Mode) {
 	r := New(&RunnerOptions{Mode: mode, PoolSize: 1})
@@ -173,14 +209,22 @@ const pingPongEnv = "TOOLRUN_SANDBOX_BENCH_ECHO"
 
 func init() {
 	if os.Getenv(pingPongEnv) == "1" {
-		var b [8]byte
-		for {
-			if _, err := io.ReadFull(os.Stdin, b[:]); err != nil {
-				os.Exit(0)
-			}
-			if _, err := os.Stdout.Write(b[:]); err != nil {
-				os.Exit(0)
-			}
+		// Off the main goroutine, which is locked to its thread during
+		// init (as a worker serves its protocol).
+		go echo()
+		select {}
+	}
+}
+
+func echo() {
+	in := newSpinReader(os.Stdin, spinWaitFromEnv(), func() bool { return true })
+	var b [8]byte
+	for {
+		if _, err := io.ReadFull(in, b[:]); err != nil {
+			os.Exit(0)
+		}
+		if _, err := os.Stdout.Write(b[:]); err != nil {
+			os.Exit(0)
 		}
 	}
 }
@@ -188,21 +232,31 @@ func init() {
 // BenchmarkPipePingPong is the floor under a bridged call: 8 bytes to a
 // child process and back over the same kind of pipes, the reply read by
 // the goroutine that wrote (no protocol, no goroutine hand-off).
-func BenchmarkPipePingPong(b *testing.B) {
+func BenchmarkPipePingPong(b *testing.B) { benchPingPong(b, 0) }
+
+// BenchmarkPipePingPongSpin is the same with both sides polling their
+// pipe for up to DefaultSpinWait before they sleep, as the host and a
+// worker do while a bridged call is outstanding.
+func BenchmarkPipePingPongSpin(b *testing.B) { benchPingPong(b, DefaultSpinWait) }
+
+func benchPingPong(b *testing.B, spin time.Duration) {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), pingPongEnv+"=1")
+	cmd.Env = append(os.Environ(), pingPongEnv+"=1", spinEnv+"="+spin.String())
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
+	pr, pw, err := os.Pipe()
 	if err != nil {
 		b.Fatal(err)
 	}
+	cmd.Stdout = pw
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { _ = in.Close(); _ = cmd.Wait() }()
+	_ = pw.Close()
+	defer func() { _ = in.Close(); _ = cmd.Wait(); _ = pr.Close() }()
+	out := newSpinReader(pr, spin, func() bool { return true })
 	var buf [8]byte
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
