@@ -35,7 +35,8 @@ const spinEnv = "TOOLRUN_SANDBOX_SPIN_WAIT"
 // polling side keeps the CPU from the very process whose answer it waits
 // for, and runs out of budget. So a reader judges its polls in groups: when
 // more than a quarter of a group ran out, it reads without polling for a
-// while, twice as long each time a group fails again.
+// while, twice as long each time a group fails again and half as long
+// each time one passes.
 
 // newSpinReader returns a reader of f that polls for up to budget, while
 // want reports true, before it waits for data; it returns f itself when

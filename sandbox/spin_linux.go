@@ -11,8 +11,10 @@ import (
 
 // A spinReader judges its polls in groups of spinGroup: when more than
 // spinGroupMisses of a group ran out of budget, it reads without polling
-// for its next spinPauseMin reads, doubled (up to spinPauseMax) each time
-// the group after a pause fails too.
+// for a pause of at least spinPauseMin reads, twice the last pause (up to
+// spinPauseMax); a group that passes halves the last pause. So a reader
+// whose polls fail now and then pauses briefly, and one that keeps
+// failing (on a machine whose CPUs are taken) seldom polls.
 const (
 	spinGroup       = 16
 	spinGroupMisses = 4
@@ -33,7 +35,7 @@ type spinReader struct {
 	polls     int  // polls in the current group
 	misses    int  // of which ran out of budget
 	skip      int  // reads left without polling
-	lastPause int  // the pause after the last failed group; 0 after a good one
+	lastPause int  // the last pause, halved by each group that passes
 }
 
 // spinReaderFor makes a spinReader of f.
@@ -75,7 +77,7 @@ func (r *spinReader) judge() {
 		r.lastPause = min(max(2*r.lastPause, spinPauseMin), spinPauseMax)
 		r.skip = r.lastPause
 	} else {
-		r.lastPause = 0
+		r.lastPause /= 2
 	}
 	r.polls, r.misses = 0, 0
 }
