@@ -149,9 +149,15 @@ func BenchmarkBridgedCallInProcess(b *testing.B) { benchBridge(b, ModeInProcess)
 // its own worker making one bridged call after another; an op is one call
 // (of any run). With two CPUs there are more processes wanting a CPU than
 // CPUs, which is where polling for an answer can cost more than it saves.
-func BenchmarkConcurrentBridgedCallsWorker(b *testing.B) {
+func BenchmarkConcurrentBridgedCallsWorker(b *testing.B) { benchConcurrentBridge(b, 0) }
+
+// BenchmarkConcurrentBridgedCallsWorkerNoSpin is the same with polling
+// off.
+func BenchmarkConcurrentBridgedCallsWorkerNoSpin(b *testing.B) { benchConcurrentBridge(b, -1) }
+
+func benchConcurrentBridge(b *testing.B, spin time.Duration) {
 	const runs = 4
-	r := New(&RunnerOptions{PoolSize: runs})
+	r := New(&RunnerOptions{PoolSize: runs, SpinWait: spin})
 	defer r.Close()
 	echo := HostFunc(func(ctx context.Context, args []any) (any, error) { return args[0], nil })
 	src := "import {echo} from 'h';\nexport default async (n: number) => { let s = 0; for (let i = 0; i < n; i++) s += await echo(i) as number; return s; }"
