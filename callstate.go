@@ -147,7 +147,7 @@ func (s *callState) QueueTool(name string, args any) error {
 	// Deterministic ids (<queuing call>_q<n>): a resumed batch recognises
 	// a queued call whose result is already stored.
 	s.b.queuedN++
-	c := ToolCall{ID: s.b.curCall + "_q" + strconv.Itoa(s.b.queuedN), Name: name, Arguments: raw}
+	c := ToolCall{ID: s.b.curCall + "_q" + strconv.Itoa(int(s.b.queuedN)), Name: name, Arguments: raw}
 	s.b.queue = append(s.b.queue, pending{call: c, queued: true})
 	s.b.mu.Unlock()
 	if s.b.obs != nil {
@@ -187,7 +187,7 @@ func (s *callState) InvokeTool(ctx context.Context, name string, args any) Resul
 }
 
 func (s *callState) InjectMessage(ctx context.Context, m Message) error {
-	if !s.b.thread.terminatedAt.IsZero() {
+	if s.b.thread.terminatedAt != nil {
 		return fmt.Errorf("%w: %s", ErrThreadTerminated, s.b.threadID)
 	}
 	switch m.Role {

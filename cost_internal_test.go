@@ -5,6 +5,7 @@ import (
 	"iter"
 	"sync"
 	"testing"
+	"unsafe"
 )
 
 // fragmentsProvider streams one call of a tool, its arguments in pieces,
@@ -94,5 +95,23 @@ func TestACallConsultsTheRegistryOnceAndParsesItsArgumentsTwice(t *testing.T) {
 	}
 	if total != 2 || parses["stream"] != 1 || parses["decode"] != 1 {
 		t.Errorf("the argument text was parsed %v, want once while streaming and once to decode", parses)
+	}
+}
+
+// A bare batch and the room for its call are one allocation of 1 KiB, a
+// size class of the allocator, which puts an 8-byte type header before an
+// object over 512 bytes that holds pointers: a few bytes more would make
+// every call allocate the next class, 1,152 bytes.
+func TestABareBatchFitsOneKibibyte(t *testing.T) {
+	if n := unsafe.Sizeof(roomyBatch{}); n+8 > 1024 {
+		t.Errorf("a batch with its room is %d bytes, %d with its header; want at most 1024", n, n+8)
+	}
+}
+
+// A memory-store row is 160 bytes: a chunk of 4 rows, the first chunk of
+// a short thread, fits the 640-byte size class.
+func TestAMemoryStoreRowIs160Bytes(t *testing.T) {
+	if n := unsafe.Sizeof(memRow{}); n > 160 {
+		t.Errorf("a memory-store row is %d bytes; want at most 160", n)
 	}
 }

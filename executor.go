@@ -198,19 +198,23 @@ type batch struct {
 	sc       *scope
 	tools    *toolset
 
-	mu       sync.Mutex
-	queue    []pending
-	env      map[string]EnvValue // thread env cache
-	userEnv  map[string]EnvValue
-	abort    error
-	red      redactor // cached secrets; valid while redOK
-	redOK    bool
-	curCall  string // the top-level call running now (ids of the calls it queues derive from it)
-	queuedN  int
-	started  idSet  // calls whose tool_call_started already fired
-	resultID string // id the running call's result message will get
-	obs      observe.Observer
-	room     *batchRoom // made with the batch by Run, when the first call runs otherwise
+	mu      sync.Mutex
+	queue   []pending
+	env     map[string]EnvValue // thread env cache
+	userEnv map[string]EnvValue
+	abort   error
+	red     redactor // cached secrets; valid while redOK
+	redOK   bool
+	// stateUsed and msgUsed say that the room's state and message are
+	// taken (kept here, beside redOK and queuedN, so that a batch and its
+	// room fit 1 KiB, an allocation size class).
+	stateUsed, msgUsed bool
+	queuedN            int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
+	curCall            string // the top-level call running now (ids of the calls it queues derive from it)
+	started            idSet  // calls whose tool_call_started already fired
+	resultID           string // id the running call's result message will get
+	obs                observe.Observer
+	room               *batchRoom // made with the batch by Run, when the first call runs otherwise
 }
 
 // batchRoom is room for a batch of one call, so that it allocates nothing
@@ -220,12 +224,10 @@ type batch struct {
 // batch gets it only when the model called tools: the batch of a response
 // with none runs nothing.
 type batchRoom struct {
-	queue     [1]pending
-	out       [1]Outcome
-	state     callState
-	msg       Message
-	stateUsed bool
-	msgUsed   bool
+	queue [1]pending
+	out   [1]Outcome
+	state callState
+	msg   Message
 }
 
 // roomyBatch is a batch made together with its room.
@@ -246,20 +248,20 @@ func (b *batch) spare() *batchRoom {
 // state returns a callState for a top-level call of the batch.
 func (b *batch) state() *callState {
 	r := b.spare()
-	if r.stateUsed {
+	if b.stateUsed {
 		return new(callState)
 	}
-	r.stateUsed = true
+	b.stateUsed = true
 	return &r.state
 }
 
 // message returns a Message for a result of the batch.
 func (b *batch) message() *Message {
 	r := b.spare()
-	if r.msgUsed {
+	if b.msgUsed {
 		return new(Message)
 	}
-	r.msgUsed = true
+	b.msgUsed = true
 	return &r.msg
 }
 
@@ -313,7 +315,7 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, too
 // calls' ids were made unique on the thread before their message was
 // stored (a runtime turn), so none of them can be a resumed call.
 func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fresh bool) ([]Outcome, error) {
-	if !b.thread.terminatedAt.IsZero() {
+	if b.thread.terminatedAt != nil {
 		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
 	}
 	b.mu.Lock()

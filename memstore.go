@@ -174,9 +174,9 @@ func (x *resultIndex) add(id string, i int, idOf func(int) string) {
 // thread's lock.
 type memRow struct {
 	id, content, toolCallID, name, side, prompt, callDigest, role, status strRef
+	nsec                                                                  int32 // CreatedAt's nanoseconds (here, it fills the strRefs' last 8 bytes)
 	seq                                                                   int64
 	sec                                                                   int64 // CreatedAt, Unix seconds
-	nsec                                                                  int32 // and nanoseconds
 	depth                                                                 int32
 	more                                                                  int32 // 1 + index in the thread's more; 0: none
 	top, visible, topVisible                                              uint32
@@ -301,8 +301,8 @@ const wholeBlock = math.MaxUint32
 
 // memArena holds the bytes of a thread's strings in blocks. Bytes are only
 // ever written after the bytes in use, and a block is only replaced by a
-// bigger copy of itself (block 0, which grows so that a short thread keeps
-// one block, as chunk 0 of the rows does), so a copy of blocks (taken
+// bigger copy of itself (block 0, which grows up to arenaGrown so that a
+// short thread keeps one block, as chunk 0 of the rows does), so a copy of blocks (taken
 // under the thread's lock) reads every string of the rows seen with it; the
 // strings a reader builds point into the blocks it copied, which nothing
 // changes.
@@ -357,6 +357,7 @@ func (b *arenaBlocks) str(r strRef) string {
 
 const (
 	arenaFirst = 256     // the first block's size: a short thread's strings
+	arenaGrown = 2 << 10 // the first block grows in place of itself up to this
 	arenaMax   = 8 << 10 // blocks double in size up to this
 	arenaOwn   = 1 << 10 // a string longer than this gets a block of its own
 )
@@ -371,9 +372,9 @@ func (a *memArena) put(s string) strRef {
 	}
 	switch {
 	case a.blocks.len() > 0 && a.cur >= 0 && a.used+len(s) <= len(a.blocks.at(a.cur)):
-	case a.cur == 0 && len(a.blocks.first) < arenaMax:
+	case a.cur == 0 && len(a.blocks.first) < arenaGrown:
 		// By half again: most threads stay short, and each growth copies.
-		grown := make([]byte, max(min(len(a.blocks.first)*3/2, arenaMax), a.used+len(s)))
+		grown := make([]byte, max(min(len(a.blocks.first)*3/2, arenaGrown), a.used+len(s)))
 		copy(grown, a.blocks.first[:a.used])
 		a.blocks.first = grown // readers keep the block they copied
 	default:

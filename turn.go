@@ -225,9 +225,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if err != nil {
 			return turnResult{}, err
 		}
-		if steps > 0 && !b.thread.terminatedAt.IsZero() {
+		if steps > 0 && b.thread.terminatedAt != nil {
 			// Terminated while the turn ran (the batch read the record fresh).
-			th.TerminatedAt = b.thread.terminatedAt
+			th.TerminatedAt = *b.thread.terminatedAt
 			return turnResult{stop: StopStopped, text: lastText}, nil
 		}
 		req, err := rt.buildRequest(ctx, ts, tools)
