@@ -38,7 +38,9 @@ func (w Window) bounded() bool { return w.Messages > 0 || w.Tokens > 0 }
 // arguments), rounded up, plus 4 for the message itself and 256 per
 // attachment. It is an estimate — tokenizers differ — meant to keep a
 // history safely under a model's context, not to bill.
-func EstimateTokens(m Message) int {
+func EstimateTokens(m Message) int { return estimateTokens(&m) }
+
+func estimateTokens(m *Message) int {
 	n := len(m.Content) + len(m.Name)
 	for _, c := range m.ToolCalls {
 		n += len(c.Name) + len(c.Arguments)
@@ -58,8 +60,10 @@ func window(msgs []Message, w Window) (kept []Message, limited bool) {
 	for i > 0 {
 		j := groupStart(msgs, i)
 		gt := 0
-		for _, m := range msgs[j:i] {
-			gt += EstimateTokens(m)
+		if w.Tokens > 0 {
+			for k := j; k < i; k++ {
+				gt += estimateTokens(&msgs[k])
+			}
 		}
 		if count > 0 && (w.Messages > 0 && count+(i-j) > w.Messages || w.Tokens > 0 && tokens+gt > w.Tokens) {
 			limited = true
@@ -101,9 +105,9 @@ func (rt *Runtime) history(ctx context.Context, ts *turnState) ([]Message, error
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
 		var local []Message
-		for _, m := range page.Messages {
-			if m.Role == RoleSystem || m.Role == RoleUser {
-				local = append(local, m)
+		for i := range page.Messages {
+			if m := &page.Messages[i]; m.Role == RoleSystem || m.Role == RoleUser {
+				local = append(local, *m)
 			}
 		}
 		return rt.filterHistory(ctx, ts, perspective(ts.sideKey, p.IncludePastTools, local))

@@ -272,15 +272,23 @@ func (t *memThread) view() memView { return memView{t.rows, t.arena.blocks, t.ca
 // message returns the message of r (a row of v) on thread, with copies of
 // its slices and maps.
 func (v *memView) message(r *memRow, thread string) Message {
-	str := v.blocks.str
-	m := Message{ID: str(r.id), ThreadID: thread, Seq: r.seq, Role: Role(str(r.role)), Content: str(r.content),
-		ToolCallID: str(r.toolCallID), Name: str(r.name), ToolStatus: Status(str(r.status)), Side: str(r.side),
-		Depth: int(r.depth), Silent: r.silent, Prompt: str(r.prompt), CallDigest: str(r.callDigest),
+	var m Message
+	v.fill(&m, r, thread)
+	return m
+}
+
+// fill sets *m to the message of r, as message returns it, in place: a
+// page's messages are written where the page holds them.
+func (v *memView) fill(m *Message, r *memRow, thread string) {
+	b := &v.blocks
+	*m = Message{ID: b.str(r.id), ThreadID: thread, Seq: r.seq, Role: Role(b.str(r.role)), Content: b.str(r.content),
+		ToolCallID: b.str(r.toolCallID), Name: b.str(r.name), ToolStatus: Status(b.str(r.status)), Side: b.str(r.side),
+		Depth: int(r.depth), Silent: r.silent, Prompt: b.str(r.prompt), CallDigest: b.str(r.callDigest),
 		CreatedAt: time.Unix(r.sec, int64(r.nsec)).UTC()}
 	if r.ncalls > 0 {
 		m.ToolCalls = make([]ToolCall, r.ncalls)
 		for i, c := range v.calls[r.calls : r.calls+r.ncalls] {
-			m.ToolCalls[i] = ToolCall{ID: str(c.id), Name: str(c.name), Arguments: str(c.arguments), Redacted: c.redacted}
+			m.ToolCalls[i] = ToolCall{ID: b.str(c.id), Name: b.str(c.name), Arguments: b.str(c.arguments), Redacted: c.redacted}
 		}
 	}
 	if r.more > 0 {
@@ -290,7 +298,6 @@ func (v *memView) message(r *memRow, thread string) Message {
 		m.ErrorData, m.Metadata = cloneMap(x.errorData), cloneMap(x.metadata)
 		m.QueuedCalls, m.Attachments = slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
 	}
-	return m
 }
 
 // strRef locates a string in a thread's arena: n bytes at off in block blk,
@@ -778,22 +785,35 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 	if q.After > 0 {
 		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).seq > q.After })
 	}
-	var picked []*memRow
 	var total int
+	var out []Message
 	if pre, ok := prefix(&rows, q); ok {
 		base := pre.of(a)
 		total = pre.of(rows.n) - base
 		lo, hi := pageBounds(total, q)
-		// The row of rank lo among the matching rows after a.
+		// The row of rank lo among the matching rows after a; the counters
+		// say that the page is the n matching rows from there, which are
+		// written where the page holds them, newest first for OrderDesc.
 		i := a + sort.Search(rows.n-a, func(k int) bool { return pre.of(a+k+1)-base > lo })
-		picked = make([]*memRow, 0, hi-lo)
-		for ; i < rows.n && len(picked) < hi-lo; i++ {
+		n := hi - lo
+		out = pageBuffer(buf, n)
+		k := 0
+		for ; i < rows.n && k < n; i++ {
 			if m := rows.at(i); matches(m, q) {
-				picked = append(picked, m)
+				j := k
+				if q.Order == OrderDesc {
+					j = n - 1 - k
+				}
+				v.fill(&out[j], m, threadID)
+				k++
 			}
 		}
-		if q.Order == OrderDesc {
-			slices.Reverse(picked)
+		if k < n { // not if the counters are right
+			if q.Order == OrderDesc {
+				out = out[n-k:]
+			} else {
+				out = out[:k]
+			}
 		}
 	} else {
 		for i := a; i < rows.n; i++ {
@@ -801,17 +821,23 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 				total++
 			}
 		}
-		picked = pickWalking(&rows, a, q, total)
-	}
-	out := buf[:0]
-	if cap(out) < len(picked) {
-		out = make([]Message, 0, len(picked))
-	}
-	for _, r := range picked {
-		out = append(out, v.message(r, threadID))
+		picked := pickWalking(&rows, a, q, total)
+		out = pageBuffer(buf, len(picked))
+		for k, r := range picked {
+			v.fill(&out[k], r, threadID)
+		}
 	}
 	lo, hi := pageBounds(total, q)
 	return MessagePage{Messages: out, Total: total, HasMore: pageHasMore(total, q, lo, hi)}, nil
+}
+
+// pageBuffer returns n messages to write a page into: buf's array when it
+// has room, a new one otherwise.
+func pageBuffer(buf []Message, n int) []Message {
+	if cap(buf) >= n {
+		return buf[:n]
+	}
+	return make([]Message, n)
 }
 
 // pickWalking returns the page q selects from the total matching rows of

@@ -446,7 +446,8 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState, outcomes []Outcom
 	}
 	var sig string
 	n := 0
-	for _, m := range p.Messages {
+	for i := range p.Messages {
+		m := &p.Messages[i]
 		if m.Role != RoleTool {
 			continue
 		}
