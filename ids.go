@@ -41,40 +41,69 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// fewIDs is how many ids an idSet keeps in its slice.
-const fewIDs = 16
+// fewKeys is how many entries a keyed finds by walking its slices; past
+// it, through a map.
+const fewKeys = 16
 
-// idSet is a set of ids: a few in a slice (most sets hold one or two),
-// more in a map.
-type idSet struct {
-	few  []string
-	many map[string]bool
+// keyed holds values in the order they were added and finds them by key:
+// by walking its entries while they are few (a request offers a few tools,
+// a response makes a call or two), through a map once they are more, so
+// that the usual request allocates no map and a long one stays linear.
+type keyed[K comparable, V any] struct {
+	entries []keyedPair[K, V] // in the order they were added
+	index   map[K]int         // positions in entries, past fewKeys
 }
 
-func (s *idSet) has(id string) bool {
-	if s.many != nil {
-		return s.many[id]
-	}
-	for _, x := range s.few {
-		if x == id {
-			return true
+type keyedPair[K comparable, V any] struct {
+	key K
+	val V
+}
+
+// find returns the value of key. It walks from the newest entry: the
+// chunks of a streamed call come in a row.
+func (k *keyed[K, V]) find(key K) (V, bool) {
+	if k.index != nil {
+		if i, ok := k.index[key]; ok {
+			return k.entries[i].val, true
+		}
+	} else {
+		for i := len(k.entries) - 1; i >= 0; i-- {
+			if k.entries[i].key == key {
+				return k.entries[i].val, true
+			}
 		}
 	}
-	return false
+	var zero V
+	return zero, false
 }
 
-func (s *idSet) add(id string) {
+// add appends v under key, unless key is there already; it reports
+// whether it added v.
+func (k *keyed[K, V]) add(key K, v V) bool {
+	if _, ok := k.find(key); ok {
+		return false
+	}
+	k.entries = append(k.entries, keyedPair[K, V]{key, v})
 	switch {
-	case s.many != nil:
-		s.many[id] = true
-	case s.has(id):
-	case len(s.few) < fewIDs:
-		s.few = append(s.few, id)
-	default:
-		s.many = make(map[string]bool, 2*fewIDs)
-		for _, x := range s.few {
-			s.many[x] = true
+	case k.index != nil:
+		k.index[key] = len(k.entries) - 1
+	case len(k.entries) > fewKeys:
+		k.index = make(map[K]int, 2*len(k.entries))
+		for i, e := range k.entries {
+			k.index[e.key] = i
 		}
-		s.many[id] = true
 	}
+	return true
 }
+
+// reset empties k, keeping its entries' array for the next use.
+func (k *keyed[K, V]) reset() {
+	clear(k.entries)
+	k.entries, k.index = k.entries[:0], nil
+}
+
+// idSet is a set of ids.
+type idSet struct{ k keyed[string, struct{}] }
+
+func (s *idSet) has(id string) bool { _, ok := s.k.find(id); return ok }
+func (s *idSet) add(id string)      { s.k.add(id, struct{}{}) }

@@ -6,10 +6,10 @@ import (
 )
 
 // The small sets of a request (call ids, offered tools, streamed calls)
-// find their members in a slice and move to a map past a few; both sides
-// of that line answer the same.
+// find their members by walking slices and move to a map past a few; both
+// sides of that line answer the same.
 func TestSmallSetsAnswerTheSameBeyondTheirSlice(t *testing.T) {
-	for _, n := range []int{1, fewIDs, fewIDs + 1, 3 * fewIDs} {
+	for _, n := range []int{1, fewKeys, fewKeys + 1, 3 * fewKeys} {
 		var s idSet
 		for i := range n {
 			s.add("id" + strconv.Itoa(i))
@@ -23,12 +23,12 @@ func TestSmallSetsAnswerTheSameBeyondTheirSlice(t *testing.T) {
 		if s.has("id"+strconv.Itoa(n)) || s.has("") {
 			t.Errorf("idSet of %d holds an id never added", n)
 		}
-		if s.many == nil && len(s.few) != n {
-			t.Errorf("idSet of %d keeps %d ids in its slice", n, len(s.few))
+		if len(s.k.entries) != n {
+			t.Errorf("idSet of %d keeps %d ids", n, len(s.k.entries))
 		}
 	}
 
-	for _, n := range []int{0, 1, fewTools, fewTools + 1, 4 * fewTools} {
+	for _, n := range []int{0, 1, fewKeys, fewKeys + 1, 4 * fewKeys} {
 		ts := &toolset{gated: true}
 		for i := range n {
 			ts.offer(&handler{name: "t" + strconv.Itoa(i), spec: ToolSpec{Name: "t" + strconv.Itoa(i)}})
@@ -55,7 +55,7 @@ func TestSmallSetsAnswerTheSameBeyondTheirSlice(t *testing.T) {
 		}
 	}
 
-	for _, n := range []int{1, fewCalls, fewCalls + 1, 3 * fewCalls} {
+	for _, n := range []int{1, fewKeys, fewKeys + 1, 3 * fewKeys} {
 		var r response
 		// Interleaved, as parallel calls stream: index i's chunks between others'.
 		for round := range 3 {
@@ -64,12 +64,12 @@ func TestSmallSetsAnswerTheSameBeyondTheirSlice(t *testing.T) {
 				pc.args.WriteString(strconv.Itoa(round))
 			}
 		}
-		if len(r.calls) != n {
-			t.Fatalf("%d streamed calls collected as %d", n, len(r.calls))
+		if len(r.calls.entries) != n {
+			t.Fatalf("%d streamed calls collected as %d", n, len(r.calls.entries))
 		}
-		for k, pc := range r.calls {
-			if pc.index != 10*k || pc.args.String() != "012" {
-				t.Errorf("%d streamed calls: call %d has index %d and arguments %q; want %d and \"012\"", n, k, pc.index, pc.args.String(), 10*k)
+		for k, e := range r.calls.entries {
+			if idx, pc := e.key, e.val; idx != 10*k || pc.args.String() != "012" {
+				t.Errorf("%d streamed calls: call %d has index %d and arguments %q; want %d and \"012\"", n, k, idx, pc.args.String(), 10*k)
 			}
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 // pendingCall is a tool call of the response being streamed.
 type pendingCall struct {
-	index   int // the stream's index of the call
 	call    ToolCall
 	rawID   string // the id the provider gave
 	args    strings.Builder
@@ -23,10 +22,6 @@ type pendingCall struct {
 	fired   bool
 	started bool
 }
-
-// fewCalls is how many calls a response's collector finds by walking a
-// slice; past it, a map.
-const fewCalls = 16
 
 // response collects one streamed model response of a turn. A turn keeps
 // one and uses it for each of its requests, so that a request allocates
@@ -38,38 +33,17 @@ type response struct {
 	b     *batch
 	tools *toolset
 	text  strings.Builder
-	calls []*pendingCall       // in the order they first streamed
-	index map[int]*pendingCall // calls by stream index, once there are many
-	ids   idSet                // ids given to the response's calls
-	err   error                // what ended the stream early
+	calls keyed[int, *pendingCall] // by stream index, in the order they first streamed
+	ids   idSet                    // ids given to the response's calls
+	err   error                    // what ended the stream early
 }
 
 // call returns the pending call of stream index i, added when it is new.
 func (r *response) call(i int) *pendingCall {
-	if n := len(r.calls); n > 0 && r.calls[n-1].index == i {
-		return r.calls[n-1] // the usual case: the chunks of one call in a row
-	}
-	if r.index != nil {
-		if pc := r.index[i]; pc != nil {
-			return pc
-		}
-	} else {
-		for _, pc := range r.calls {
-			if pc.index == i {
-				return pc
-			}
-		}
-	}
-	pc := &pendingCall{index: i}
-	r.calls = append(r.calls, pc)
-	switch {
-	case r.index != nil:
-		r.index[i] = pc
-	case len(r.calls) > fewCalls:
-		r.index = make(map[int]*pendingCall, 2*len(r.calls))
-		for _, c := range r.calls {
-			r.index[c.index] = c
-		}
+	pc, ok := r.calls.find(i)
+	if !ok {
+		pc = new(pendingCall)
+		r.calls.add(i, pc)
 	}
 	return pc
 }
@@ -152,8 +126,9 @@ func (r *response) add(ch *Chunk) error {
 // finish returns the response's text and calls, firing the starts of the
 // calls whose progress argument never completed while they streamed.
 func (r *response) finish() (string, []ToolCall) {
-	out := make([]ToolCall, 0, len(r.calls))
-	for _, pc := range r.calls {
+	out := make([]ToolCall, 0, len(r.calls.entries))
+	for _, e := range r.calls.entries {
+		pc := e.val
 		if pc.call.Name == "" {
 			continue
 		}
@@ -194,8 +169,9 @@ func (r *response) finish() (string, []ToolCall) {
 // tool_call_started (the allowed-tools gate refuses it).
 func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
 	r := &ts.resp
-	clear(r.calls)
-	*r = response{rt: rt, ctx: ctx, ts: ts, b: b, tools: tools, calls: r.calls[:0], ids: idSet{few: r.ids.few[:0]}}
+	r.calls.reset()
+	r.ids.k.reset()
+	r.rt, r.ctx, r.ts, r.b, r.tools, r.text = rt, ctx, ts, b, tools, strings.Builder{}
 	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
 	sctx, span := rt.startChatSpan(ctx, ts)
 	defer span.End()

@@ -50,10 +50,9 @@ type toolset struct {
 	// gated says that the calls a model made may run only the handlers
 	// offered; false for a bare Executor.Run batch, which has no gate.
 	gated bool
-	// list holds the handlers a model request offered, in offering order
-	// (Request.Tools); index finds them by name once there are many.
-	list  []*handler
-	index map[string]*handler
+	// list holds the handlers a model request offered by name, in
+	// offering order (Request.Tools).
+	list keyed[string, *handler]
 	// resolve finds the handler of a name that is not offered, or of any
 	// name when there is no gate. ns is the calling tool's package; nested
 	// says a running tool asked. It never returns nil.
@@ -74,49 +73,25 @@ func (ts *toolset) forModel(name string) *handler {
 	return ts.refuse(name)
 }
 
-// fewTools is how many offered tools a toolset finds by walking its list;
-// past it, a map.
-const fewTools = 8
-
 // offered returns the offered handler of name, or nil.
 func (ts *toolset) offered(name string) *handler {
-	if ts.index != nil {
-		return ts.index[name]
-	}
-	for _, h := range ts.list {
-		if h.name == name {
-			return h
-		}
-	}
-	return nil
+	h, _ := ts.list.find(name)
+	return h
 }
 
 // offer adds h to the offered handlers unless one of its name is offered.
-func (ts *toolset) offer(h *handler) {
-	if ts.offered(h.name) != nil {
-		return
-	}
-	ts.list = append(ts.list, h)
-	switch {
-	case ts.index != nil:
-		ts.index[h.name] = h
-	case len(ts.list) > fewTools:
-		ts.index = make(map[string]*handler, 2*len(ts.list))
-		for _, o := range ts.list {
-			ts.index[o.name] = o
-		}
-	}
-}
+func (ts *toolset) offer(h *handler) { ts.list.add(h.name, h) }
 
 // specs returns the offered handlers' specs, as a request sends them: a
 // slice of the request's own; nil when nothing is offered.
 func (ts *toolset) specs() []ToolSpec {
-	if len(ts.list) == 0 {
+	hs := ts.list.entries
+	if len(hs) == 0 {
 		return nil
 	}
-	out := make([]ToolSpec, len(ts.list))
-	for i, h := range ts.list {
-		out[i] = h.spec
+	out := make([]ToolSpec, len(hs))
+	for i, e := range hs {
+		out[i] = e.val.spec
 	}
 	return out
 }
