@@ -365,3 +365,49 @@ func TestResultIndex(t *testing.T) {
 		}
 	}
 }
+
+// The arena's first block is replaced by a bigger copy as a short thread
+// grows: a reader that copied the thread's view before keeps reading its
+// rows' strings from the block it copied, and later reads see every row.
+func TestMemoryStoreArenaFirstBlockGrowsUnderAReader(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	if err := s.CreateThread(ctx, &Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	content := func(i int) string { return fmt.Sprintf("message %d: %s", i, strings.Repeat("x", 40+i)) }
+	appendN := func(from, to int) {
+		for i := from; i < to; i++ {
+			m := &Message{ID: fmt.Sprintf("m%d", i), Role: RoleUser, Content: content(i), CreatedAt: time.Unix(int64(i), 0)}
+			if err := s.AppendMessages(ctx, "t", m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendN(0, 2)
+	th := s.thread("t", false)
+	th.mu.RLock()
+	old, firstLen := th.view(), len(th.arena.blocks.first)
+	th.mu.RUnlock()
+	appendN(2, 20)
+	th.mu.RLock()
+	grown, rest := len(th.arena.blocks.first), len(th.arena.blocks.rest)
+	th.mu.RUnlock()
+	if grown <= firstLen || rest != 0 {
+		t.Fatalf("first block %d → %d bytes with %d more blocks; want it grown in place", firstLen, grown, rest)
+	}
+	for i := range old.rows.n {
+		if m := old.message(old.rows.at(i), "t"); m.ID != fmt.Sprintf("m%d", i) || m.Content != content(i) {
+			t.Errorf("row %d read through a view taken before the block grew: %q %q", i, m.ID, m.Content)
+		}
+	}
+	page, err := s.ListMessages(ctx, "t", MessageQuery{IncludeSilent: true})
+	if err != nil || len(page.Messages) != 20 {
+		t.Fatalf("list: %v, %d messages", err, len(page.Messages))
+	}
+	for i, m := range page.Messages {
+		if m.ID != fmt.Sprintf("m%d", i) || m.Content != content(i) {
+			t.Errorf("message %d after the block grew: %q %q", i, m.ID, m.Content)
+		}
+	}
+}
