@@ -132,7 +132,8 @@ type MessageStore interface {
 	// else. A stored message's ThreadID is its thread's id, whatever the
 	// appended one held. Ids are the caller's and need not be checked for
 	// uniqueness. It refuses, storing nothing, a batch in which a message has
-	// no ID or a zero CreatedAt, with an error naming the field. It fails
+	// no ID or a zero CreatedAt, or a Depth outside 0 to 2³¹−1, with an
+	// error naming the field. It fails
 	// with ErrNotFound when the thread does not exist, and with
 	// ErrDuplicateToolResult when a RoleTool message names a ToolCallID that
 	// already has a stored tool result on the thread (or twice within msgs).
