@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
 
 func benchRun(b *testing.B, r *Runner, src string, opts *Options) {
@@ -20,13 +22,70 @@ func benchRun(b *testing.B, r *Runner, src string, opts *Options) {
 
 const trivialJS = "export default () => 1 + 1;"
 
+// BenchmarkTrivialInProcess runs a trivial program in-process, through
+// Start and Wait. x_fresh_realm is its time over freshRealm's, measured in
+// the same rounds: what the sandbox adds (isolation, set-up, the run's
+// goroutine and its result) to goja's own cost of a new realm that
+// evaluates the same function and calls it.
 func BenchmarkTrivialInProcess(b *testing.B) {
 	r := New(&RunnerOptions{Mode: ModeInProcess})
 	opts := &Options{Language: LanguageJavaScript}
 	benchRun(b, r, trivialJS, opts)
+	const round = 500
+	var base time.Duration
+	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		benchRun(b, r, trivialJS, opts)
+	for left := b.N; left > 0; left -= round {
+		n := min(left, round)
+		for i := 0; i < n; i++ {
+			benchRun(b, r, trivialJS, opts)
+		}
+		b.StopTimer()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			freshRealm(b, false)
+		}
+		base += time.Since(start)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(base), "x_fresh_realm")
+}
+
+// trivialProg is trivialJS's function as plain goja evaluates it.
+var trivialProg = goja.MustCompile("trivial.js", "(function () { return () => 1 + 1; })()", true)
+
+// freshRealm is goja's own work for a trivial run: a new realm, the
+// program, the call; with noGoError, the realm's GoError global is deleted
+// first, as the sandbox does.
+func freshRealm(b *testing.B, noGoError bool) {
+	rt := goja.New()
+	if noGoError {
+		rt.GlobalObject().Delete("GoError")
+	}
+	v, err := rt.RunProgram(trivialProg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, _ := goja.AssertFunction(v)
+	if out, err := f(goja.Undefined()); err != nil || out.ToInteger() != 2 {
+		b.Fatalf("fresh realm: %v %v", out, err)
+	}
+}
+
+// BenchmarkFreshRealm is the floor under BenchmarkTrivialInProcess: goja
+// alone, and goja with GoError deleted (goja builds Error, its prototype and
+// GoError to delete it).
+func BenchmarkFreshRealm(b *testing.B) {
+	for _, c := range []struct {
+		name      string
+		noGoError bool
+	}{{"bare", false}, {"no_GoError", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				freshRealm(b, c.noGoError)
+			}
+		})
 	}
 }
 

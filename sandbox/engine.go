@@ -372,7 +372,7 @@ func (e *engine) run() (out *outcome) {
 	if err != nil {
 		return e.failure(err)
 	}
-	if p, ok := nv.Export().(*goja.Promise); ok {
+	if p, ok := asPromise(nv); ok {
 		// An async wrapper (the bundle awaits at top level).
 		if err := e.await(p); err != nil {
 			return e.failure(err)
@@ -407,7 +407,7 @@ func (e *engine) run() (out *outcome) {
 	// promise resolved with it (it may be a thenable); a primitive is the
 	// value itself.
 	if obj, ok := result.(*goja.Object); ok {
-		p, isPromise := obj.Export().(*goja.Promise)
+		p, isPromise := asPromise(obj)
 		if !isPromise {
 			var resolve func(any) error
 			p, resolve, _ = rt.NewPromise()
@@ -576,6 +576,21 @@ func (e *engine) newError(name, msg string) goja.Value {
 		_ = obj.DefineDataProperty("name", e.rt.ToValue(name), goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
 	}
 	return obj
+}
+
+// promiseType is what a goja promise exports as.
+var promiseType = reflect.TypeFor[*goja.Promise]()
+
+// asPromise returns v's promise when v is one. It asks the type the object
+// exports as first: exporting any other object would convert all of it to
+// Go values, running its getters, only to be thrown away.
+func asPromise(v goja.Value) (*goja.Promise, bool) {
+	o, ok := v.(*goja.Object)
+	if !ok || o.ExportType() != promiseType {
+		return nil, false
+	}
+	p, ok := o.Export().(*goja.Promise)
+	return p, ok
 }
 
 func (e *engine) throw(name, msg string) {

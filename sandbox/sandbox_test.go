@@ -289,6 +289,19 @@ func TestValuesCrossBothWays(t *testing.T) {
 	})
 }
 
+// TestResultGettersRunOnce: telling whether a result (or the bundle's
+// namespace) is a promise reads none of it, so a result's getters run once,
+// when the value is transferred.
+func TestResultGettersRunOnce(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		src := `let reads = 0;
+export default () => ({ get n() { reads++; return reads; }, get later() { return reads; } });`
+		res := runCode(t, r, src, &Options{Language: LanguageJavaScript})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, map[string]any{"n": 1.0, "later": 1.0}, res.Value)
+	})
+}
+
 func TestNonTransferable(t *testing.T) {
 	bothModes(t, func(t *testing.T, r *Runner) {
 		for _, expr := range []string{"() => 1", "Symbol('s')", "new (class Foo {})()", "new Error('e')", "/re/", "NaN", "Promise.resolve", "new WeakMap()"} {
