@@ -300,9 +300,16 @@ func BenchmarkTurnHistory(b *testing.B) {
 // once, and x_sequential is their rate over the sequential one's. Each op
 // has a store of its own, holding the 20,000 threads of its two sides, so
 // that the figure does not depend on b.N through a store growing with it.
+//
+// Where the process's CPU time can be read, seq_cpus and conc_cpus are the
+// CPUs each side kept busy on average (the sequential side's goroutine,
+// plus the collector on the other CPUs), and seq_cpu_ns/turn and
+// conc_cpu_ns/turn the CPU time a turn cost on each side, collector
+// included: x_sequential is conc_cpus/seq_cpus times the ratio of the two
+// costs per turn.
 func BenchmarkConcurrentTurns(b *testing.B) {
 	const turns = 10000
-	var seq, conc time.Duration
+	var seq, conc, seqCPU, concCPU time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -313,14 +320,15 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 			threads[k] = w.thread(b, 2)
 		}
 		runtime.GC() // each side starts from a collected heap
-		start := time.Now()
+		start, cpu := time.Now(), processCPU()
 		for _, th := range threads[:turns] {
 			w.turn(b, th)
 		}
 		seq += time.Since(start)
+		seqCPU += processCPU() - cpu
 		runtime.GC()
 		b.StartTimer()
-		start = time.Now()
+		start, cpu = time.Now(), processCPU()
 		var wg sync.WaitGroup
 		for _, th := range threads[turns:] {
 			wg.Add(1)
@@ -331,9 +339,16 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 		}
 		wg.Wait()
 		conc += time.Since(start)
+		concCPU += processCPU() - cpu
 	}
 	b.ReportMetric(float64(b.N*turns)/conc.Seconds(), "turns/s")
 	b.ReportMetric(seq.Seconds()/conc.Seconds(), "x_sequential")
+	if seqCPU > 0 && concCPU > 0 {
+		b.ReportMetric(seqCPU.Seconds()/seq.Seconds(), "seq_cpus")
+		b.ReportMetric(concCPU.Seconds()/conc.Seconds(), "conc_cpus")
+		b.ReportMetric(float64(seqCPU.Nanoseconds())/float64(b.N*turns), "seq_cpu_ns/turn")
+		b.ReportMetric(float64(concCPU.Nanoseconds())/float64(b.N*turns), "conc_cpu_ns/turn")
+	}
 }
 
 // BenchmarkCollectIdleThreads measures one full collection while the
