@@ -427,7 +427,11 @@ func (e *engine) run() (out *outcome) {
 	e.settled = true
 	var val any
 	var xerr error
-	if ex := rt.Try(func() { val, _, xerr = e.export(result, maxTransferBytes) }); ex != nil {
+	ex, err := e.try(func() { val, _, xerr = e.export(result, maxTransferBytes) })
+	if err != nil {
+		return e.failure(err)
+	}
+	if ex != nil {
 		return e.rejected(ex.Value())
 	}
 	if errors.Is(xerr, errTooLarge) {
@@ -437,6 +441,22 @@ func (e *engine) run() (out *outcome) {
 		return &outcome{status: StatusError, err: serializationError(xerr)}
 	}
 	return &outcome{status: StatusSuccess, value: val}
+}
+
+// try runs f, which may run user code, from Go: what the code throws comes
+// back as ex, and a stack overflow, which goja does not let Runtime.Try
+// catch, as err. Other panics (an interrupt) go on up.
+func (e *engine) try(f func()) (ex *goja.Exception, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			so, ok := r.(*goja.StackOverflowError)
+			if !ok {
+				panic(r)
+			}
+			err = so
+		}
+	}()
+	return e.rt.Try(f), nil
 }
 
 func (e *engine) stopOutcome() *outcome {
@@ -496,8 +516,7 @@ func (e *engine) rejected(v goja.Value) *outcome {
 		return so
 	}
 	out := &Error{Name: "Error"}
-	rt := e.rt
-	if ex := rt.Try(func() {
+	ex, err := e.try(func() {
 		obj, ok := v.(*goja.Object)
 		if ok && obj.ClassName() == "Error" {
 			if n := obj.Get("name"); n != nil && !goja.IsUndefined(n) {
@@ -514,7 +533,11 @@ func (e *engine) rejected(v goja.Value) *outcome {
 		} else {
 			out.Message = v.String()
 		}
-	}); ex != nil {
+	})
+	if err != nil {
+		return e.failure(err)
+	}
+	if ex != nil {
 		out.Message = "uncaught exception"
 	}
 	// The texts are the code's to choose: cut them before working on them,
