@@ -604,6 +604,13 @@ func (e *engine) newError(name, msg string) goja.Value {
 // promiseType is what a goja promise exports as.
 var promiseType = reflect.TypeFor[*goja.Promise]()
 
+// mapType and setType are what goja's Map and Set objects export as (an
+// object that only inherits from their prototypes exports as a Go map).
+var (
+	mapType = reflect.TypeFor[[][2]any]()
+	setType = reflect.TypeFor[[]any]()
+)
+
 // asPromise returns v's promise when v is one. It asks the type the object
 // exports as first: exporting any other object would convert all of it to
 // Go values, running its getters, only to be thrown away.
@@ -986,6 +993,26 @@ func (e *engine) export(v goja.Value, budget int64) (any, int64, error) {
 	return out, budget - x.budget, nil
 }
 
+// rethrow propagates an error that a builtin called from Go returned
+// because the code it ran threw (or overflowed the stack, or was
+// interrupted) as it came, so that it ends the run or reaches the code as
+// the same value would from a plain object's getter.
+func rethrow(err error) {
+	var ex *goja.Exception
+	var so *goja.StackOverflowError
+	var ie *goja.InterruptedError
+	switch {
+	case errors.As(err, &ex):
+		panic(ex)
+	case errors.As(err, &so):
+		panic(so)
+	case errors.As(err, &ie):
+		panic(ie)
+	case err != nil:
+		panic(err)
+	}
+}
+
 func (x *exporter) value(v goja.Value, depth int) (any, error) {
 	e := x.e
 	if v == nil || goja.IsUndefined(v) {
@@ -1083,7 +1110,7 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			return nil, notTransferable("invalid Date")
 		}
 		return t.UTC(), x.charge(costDate)
-	case proto == e.mapProto && e.mapForEach != nil:
+	case proto == e.mapProto && e.mapForEach != nil && obj.ExportType() == mapType:
 		if err := x.charge(costSlice); err != nil {
 			return nil, err
 		}
@@ -1106,17 +1133,15 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			out = append(out, MapEntry{k, val})
 			return goja.Undefined()
 		}))
-		if err == nil {
-			err = ierr
-		}
-		if err != nil {
-			return nil, err
+		rethrow(err)
+		if ierr != nil {
+			return nil, ierr
 		}
 		if out == nil {
 			out = Map{}
 		}
 		return out, nil
-	case proto == e.setProto && e.setForEach != nil:
+	case proto == e.setProto && e.setForEach != nil && cls == "Object" && obj.ExportType() == setType:
 		if err := x.charge(costSlice); err != nil {
 			return nil, err
 		}
@@ -1134,11 +1159,9 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			out = append(out, el)
 			return goja.Undefined()
 		}))
-		if err == nil {
-			err = ierr
-		}
-		if err != nil {
-			return nil, err
+		rethrow(err)
+		if ierr != nil {
+			return nil, ierr
 		}
 		if out == nil {
 			out = Set{}

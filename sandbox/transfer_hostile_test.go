@@ -28,3 +28,40 @@ export default () => { throw { toString: f }; };`,
 		}
 	})
 }
+
+// TestMapAndSetMemberErrors: what a getter of a Map's or Set's member
+// throws ends the run (or the report call) as it was thrown, as it does in
+// a plain object, not as a SerializationError quoting goja; an object that
+// only inherits from Map.prototype or Set.prototype is not transferable.
+func TestMapAndSetMemberErrors(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		for _, expr := range []string{
+			`new Map([[1, { get x() { throw new TypeError("boom"); } }]])`,
+			`new Map([[{ get k() { throw new TypeError("boom"); } }, 1]])`,
+			`new Set([{ get x() { throw new TypeError("boom"); } }])`,
+		} {
+			src := "export default () => " + expr + ";"
+			res := runCode(t, r, src, &Options{Language: LanguageJavaScript})
+			requireStatus(t, res, StatusError)
+			assert.Equal(t, "TypeError", res.Error.Name, "%s: %v", expr, res.Error)
+			assert.Equal(t, "Line 1 of <runCode>: boom", res.Error.Message, expr)
+
+			res = runCode(t, r, "export default () => { try { report("+expr+"); return 'reported'; } catch (e) { return e.name + ': ' + e.message; } };",
+				&Options{Language: LanguageJavaScript, Report: func(any) {}})
+			requireStatus(t, res, StatusSuccess)
+			assert.Equal(t, "TypeError: boom", res.Value, expr)
+		}
+
+		res := runCode(t, r, "const f = () => f();\nexport default () => new Map([[1, { get x() { return f(); } }]]);", &Options{Language: LanguageJavaScript})
+		requireStatus(t, res, StatusError)
+		assert.Equal(t, "RangeError", res.Error.Name, "%v", res.Error)
+		assert.Contains(t, res.Error.Message, "Maximum call stack size exceeded")
+
+		for _, expr := range []string{"Object.create(Map.prototype)", "Object.create(Set.prototype)"} {
+			res := runCode(t, r, "export default () => "+expr+";", &Options{Language: LanguageJavaScript})
+			requireStatus(t, res, StatusError)
+			assert.Equal(t, "SerializationError", res.Error.Name, expr)
+			assert.Equal(t, "value is not transferable (Object instance)", res.Error.Message, expr)
+		}
+	})
+}
