@@ -771,6 +771,11 @@ func (e *engine) consoleLog(level string, args []goja.Value) {
 			return
 		}
 	}
+	// Getters run by the export may have logged or reported meanwhile.
+	if e.outBytes+size > maxOutputBytes {
+		e.outBytes = maxOutputBytes
+		return
+	}
 	e.outBytes += size
 	e.host.log(LogEntry{Level: level, Args: out, Timestamp: time.Now()})
 }
@@ -789,6 +794,10 @@ func (e *engine) doReport(a goja.Value) {
 	}
 	if err != nil {
 		e.throw("SerializationError", strings.TrimPrefix(err.Error(), "SerializationError: "))
+	}
+	// Getters run by the export may have reported or logged meanwhile.
+	if e.reportCount >= maxReports || e.outBytes+size > maxOutputBytes {
+		e.throw("RangeError", limitMsg)
 	}
 	e.reportCount++
 	e.outBytes += size

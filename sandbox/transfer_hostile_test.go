@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -63,5 +64,45 @@ func TestMapAndSetMemberErrors(t *testing.T) {
 			assert.Equal(t, "SerializationError", res.Error.Name, expr)
 			assert.Equal(t, "value is not transferable (Object instance)", res.Error.Message, expr)
 		}
+	})
+}
+
+// TestReentrantOutputStaysInLimits: report and console.log calls made by
+// getters while another report or log argument is being copied count
+// against the same limits, so together they never go past 10000 reports
+// or 16 MiB of output (which in worker mode the host would take for a
+// broken protocol).
+func TestReentrantOutputStaysInLimits(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		opts := func() *Options {
+			return &Options{Language: LanguageJavaScript, Report: func(any) {}, MemoryLimitBytes: 1 << 30, Timeout: 30 * time.Second}
+		}
+		res := runCode(t, r, `export default () => {
+  for (let i = 0; i < 9999; i++) report(i);
+  try { report({ get x() { report(1); return 1; } }); return "reported"; } catch (e) { return e.name; }
+};`, opts())
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, "RangeError", res.Value)
+		assert.Equal(t, maxReports, len(res.Reports))
+
+		res = runCode(t, r, `export default () => {
+  try { report({ get x() { report("a".repeat(9 << 20)); return "b".repeat(9 << 20); } }); return "reported"; } catch (e) { return e.name; }
+};`, opts())
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, "RangeError", res.Value)
+		assert.Equal(t, 1, len(res.Reports))
+		assert.LessOrEqual(t, valuesCost(res.Reports), int64(maxOutputBytes))
+
+		res = runCode(t, r, `export default () => {
+  console.log({ get x() { console.log("a".repeat(9 << 20)); return "b".repeat(9 << 20); } });
+  return 1;
+};`, opts())
+		requireStatus(t, res, StatusSuccess)
+		var out int64
+		for _, l := range res.Logs {
+			out += valuesCost(l.Args)
+		}
+		assert.Equal(t, 1, len(res.Logs))
+		assert.LessOrEqual(t, out, int64(maxOutputBytes))
 	})
 }
