@@ -804,6 +804,12 @@ func (e *engine) doReport(a goja.Value) {
 	e.host.report(v)
 }
 
+// The messages of bridged calls refused by the pending-call limits.
+var (
+	tooManyCallsMsg    = fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)
+	tooMuchCallDataMsg = fmt.Sprintf("Too much data in pending host calls (limit %d MiB): await some before making more", maxPendingCallBytes>>20)
+)
+
 // bridge makes the JS function for host function id.
 func (e *engine) bridge(id int) goja.Value {
 	rt := e.rt
@@ -814,7 +820,7 @@ func (e *engine) bridge(id int) goja.Value {
 			return rt.ToValue(p)
 		}
 		if e.pendingCalls >= maxPendingCalls {
-			_ = reject(e.newError("RangeError", fmt.Sprintf("Too many pending host calls (%d): await some before making more", maxPendingCalls)))
+			_ = reject(e.newError("RangeError", tooManyCallsMsg))
 			return rt.ToValue(p)
 		}
 		// A call's arguments may cost maxTransferBytes, and those of all
@@ -830,7 +836,7 @@ func (e *engine) bridge(id int) goja.Value {
 			v, n, err := e.export(a, budget-cost)
 			if errors.Is(err, errTooLarge) {
 				if pendingLimited {
-					_ = reject(e.newError("RangeError", fmt.Sprintf("Too much data in pending host calls (limit %d MiB): await some before making more", maxPendingCallBytes>>20)))
+					_ = reject(e.newError("RangeError", tooMuchCallDataMsg))
 				} else {
 					_ = reject(e.newError("RangeError", tooLargeMsg))
 				}
@@ -843,6 +849,15 @@ func (e *engine) bridge(id int) goja.Value {
 			}
 			args[i] = v
 			cost += n
+		}
+		// Getters run by the export may have made calls meanwhile.
+		if e.pendingCalls >= maxPendingCalls {
+			_ = reject(e.newError("RangeError", tooManyCallsMsg))
+			return rt.ToValue(p)
+		}
+		if e.pendingBytes+cost > maxPendingCallBytes {
+			_ = reject(e.newError("RangeError", tooMuchCallDataMsg))
+			return rt.ToValue(p)
 		}
 		e.pendingCalls++
 		e.pendingBytes += cost

@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +106,45 @@ func TestReentrantOutputStaysInLimits(t *testing.T) {
 		}
 		assert.Equal(t, 1, len(res.Logs))
 		assert.LessOrEqual(t, out, int64(maxOutputBytes))
+	})
+}
+
+// TestReentrantHostCallsStayInLimits: bridged calls made by getters while
+// another call's arguments are copied count against the same limits, so
+// the host never has more than 1000 calls or 64 MiB of arguments pending.
+func TestReentrantHostCallsStayInLimits(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		var calls, argBytes atomic.Int64
+		opts := &Options{Language: LanguageJavaScript, MemoryLimitBytes: 1 << 30, Timeout: 30 * time.Second,
+			Imports: map[string]map[string]any{"h": {"f": HostFunc(func(ctx context.Context, args []any) (any, error) {
+				calls.Add(1)
+				argBytes.Add(valuesCost(args))
+				return nil, nil
+			})}}}
+		res := runCode(t, r, `import {f} from "h";
+export default async () => {
+  const ps = [];
+  for (let i = 0; i < 999; i++) ps.push(f(1));
+  const outer = f({ get x() { ps.push(f(2)); return 1; } });
+  await Promise.all(ps);
+  return outer.then(() => "called", (e) => e.message);
+};`, opts)
+		requireStatus(t, res, StatusSuccess)
+		assert.Contains(t, res.Value, "Too many pending host calls")
+		assert.LessOrEqual(t, calls.Load(), int64(maxPendingCalls))
+
+		calls.Store(0)
+		argBytes.Store(0)
+		res = runCode(t, r, `import {f} from "h";
+export default async () => {
+  let inner;
+  const outer = f({ get x() { inner = f("y".repeat(40 << 20)); return "z".repeat(40 << 20); } });
+  await inner;
+  return outer.then(() => "called", (e) => e.message);
+};`, opts)
+		requireStatus(t, res, StatusSuccess)
+		assert.Contains(t, res.Value, "Too much data in pending host calls")
+		assert.Equal(t, int64(1), calls.Load())
+		assert.LessOrEqual(t, argBytes.Load(), int64(maxPendingCallBytes))
 	})
 }
