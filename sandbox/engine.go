@@ -1125,12 +1125,10 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		}
 		return out, nil
 	case cls == "Date":
+		// An invalid Date exports as nil. Its time value is read without
+		// converting it to a number, which would call the code's valueOf.
 		t, ok := obj.Export().(time.Time)
 		if !ok {
-			return nil, notTransferable("invalid Date")
-		}
-		ms := obj.ToNumber().ToFloat()
-		if math.IsNaN(ms) {
 			return nil, notTransferable("invalid Date")
 		}
 		return t.UTC(), x.charge(costDate)

@@ -148,3 +148,23 @@ export default async () => {
 		assert.LessOrEqual(t, argBytes.Load(), int64(maxPendingCallBytes))
 	})
 }
+
+// TestDateExportRunsNoCode: a Date crosses as its time value; its valueOf
+// or Symbol.toPrimitive, which the code may have replaced, is not called.
+func TestDateExportRunsNoCode(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		res := runCode(t, r, `let calls = 0;
+export default () => {
+  const d = new Date(0), e = new Date(1000);
+  d.valueOf = () => { calls++; return NaN; };
+  Object.defineProperty(e, Symbol.toPrimitive, { value: () => { calls++; throw new Error("called"); } });
+  return [d, e, { get calls() { return calls; } }];
+};`, &Options{Language: LanguageJavaScript})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, []any{time.UnixMilli(0).UTC(), time.UnixMilli(1000).UTC(), map[string]any{"calls": 0.0}}, res.Value)
+
+		res = runCode(t, r, "export default () => new Date(NaN);", nil)
+		requireStatus(t, res, StatusError)
+		assert.Equal(t, "value is not transferable (invalid Date)", res.Error.Message)
+	})
+}
