@@ -761,7 +761,7 @@ func (e *engine) consoleLog(level string, args []goja.Value) {
 		v, n, err := e.export(a, budget-size)
 		if err != nil && !errors.Is(err, errTooLarge) {
 			// Not transferable: logged as its text.
-			s := a.String()
+			s := e.logText(a)
 			v, n = s, valueCost(s)
 		}
 		out[i] = v
@@ -778,6 +778,18 @@ func (e *engine) consoleLog(level string, args []goja.Value) {
 	}
 	e.outBytes += size
 	e.host.log(LogEntry{Level: level, Args: out, Timestamp: time.Now()})
+}
+
+// logText is the text a log argument that is not transferable is logged
+// as: String(a), or "[object <class>]" when that throws (an object without
+// a usable toString, or one that throws), so that logging never throws.
+func (e *engine) logText(a goja.Value) string {
+	var s string
+	ex := e.rt.Try(func() { s = a.String() })
+	if o, ok := a.(*goja.Object); ok && ex != nil {
+		return "[object " + o.ClassName() + "]"
+	}
+	return s
 }
 
 func (e *engine) doReport(a goja.Value) {

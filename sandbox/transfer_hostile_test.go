@@ -168,3 +168,24 @@ export default () => {
 		assert.Equal(t, "value is not transferable (invalid Date)", res.Error.Message)
 	})
 }
+
+// TestConsoleLogTextNeverThrows: a log argument that is not transferable is
+// logged as its text; when it has none (no usable toString, or one that
+// throws) it is logged as "[object <class>]" and console.log does not throw.
+func TestConsoleLogTextNeverThrows(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		res := runCode(t, r, `export default () => {
+  console.log(Object.assign(Object.create(null), { f() {} }));
+  console.log({ toString() { throw new Error("no text"); }, f() {} }, 2);
+  console.log({ toString() { return "shown"; }, f() {} });
+  return "logged";
+};`, &Options{Language: LanguageJavaScript})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, "logged", res.Value)
+		var args [][]any
+		for _, l := range res.Logs {
+			args = append(args, l.Args)
+		}
+		assert.Equal(t, [][]any{{"[object Object]"}, {"[object Object]", 2.0}, {"shown"}}, args)
+	})
+}
