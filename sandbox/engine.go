@@ -924,13 +924,15 @@ func (e *engine) toJS(v any) (goja.Value, error) {
 		}
 		return rt.NewArray(items...), nil
 	case map[string]any:
+		// Each key is defined as an own data property: setting it would
+		// call setters on Object.prototype, "__proto__" among them.
 		obj := rt.NewObject()
 		for _, k := range sortedKeys(x) {
 			jv, err := e.toJS(x[k])
 			if err != nil {
 				return nil, err
 			}
-			if err := obj.Set(k, jv); err != nil {
+			if err := obj.DefineDataProperty(k, jv, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 				return nil, err
 			}
 		}

@@ -189,3 +189,26 @@ func TestConsoleLogTextNeverThrows(t *testing.T) {
 		assert.Equal(t, [][]any{{"[object Object]"}, {"[object Object]", 2.0}, {"shown"}}, args)
 	})
 }
+
+// TestObjectKeysArriveAsOwnProperties: every key of a Go map becomes an own
+// data property of the JS object, "__proto__" included (it does not set the
+// prototype), and setters the code defined on Object.prototype are not
+// called; the object crosses back unchanged.
+func TestObjectKeysArriveAsOwnProperties(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		in := map[string]any{"__proto__": map[string]any{"admin": true}, "x": 1}
+		res := runCode(t, r, `import {get} from "h";
+export default async (v) => {
+  let stolen = 0;
+  Object.defineProperty(Object.prototype, "x", { set(v) { stolen++; }, configurable: true });
+  const w = await get();
+  delete Object.prototype.x;
+  return [Object.keys(v), Object.getPrototypeOf(v) === Object.prototype, v.admin === undefined, v,
+    Object.keys(w), Object.getPrototypeOf(w) === Object.prototype, stolen];
+};`, &Options{Language: LanguageJavaScript, Execute: &Execute{Args: []any{in}},
+			Imports: map[string]map[string]any{"h": {"get": HostFunc(func(ctx context.Context, args []any) (any, error) { return in, nil })}}})
+		requireStatus(t, res, StatusSuccess)
+		want := map[string]any{"__proto__": map[string]any{"admin": true}, "x": 1.0}
+		assert.Equal(t, []any{[]any{"__proto__", "x"}, true, true, want, []any{"__proto__", "x"}, true, 0.0}, res.Value)
+	})
+}
