@@ -611,6 +611,19 @@ var (
 	setType = reflect.TypeFor[[]any]()
 )
 
+// typedArrayTypes are what goja's typed arrays export as, by constructor
+// name, and arrayBufferType what an ArrayBuffer exports as; any other
+// object, whatever its prototype, exports as something else.
+var (
+	typedArrayTypes = map[string]reflect.Type{
+		"Int8Array": reflect.TypeFor[[]int8](), "Uint8Array": reflect.TypeFor[[]byte](), "Uint8ClampedArray": reflect.TypeFor[[]byte](),
+		"Int16Array": reflect.TypeFor[[]int16](), "Uint16Array": reflect.TypeFor[[]uint16](),
+		"Int32Array": reflect.TypeFor[[]int32](), "Uint32Array": reflect.TypeFor[[]uint32](), "Float32Array": reflect.TypeFor[[]float32](),
+		"Float64Array": reflect.TypeFor[[]float64](), "BigInt64Array": reflect.TypeFor[[]int64](), "BigUint64Array": reflect.TypeFor[[]uint64](),
+	}
+	arrayBufferType = reflect.TypeFor[goja.ArrayBuffer]()
+)
+
 // asPromise returns v's promise when v is one. It asks the type the object
 // exports as first: exporting any other object would convert all of it to
 // Go values, running its getters, only to be thrown away.
@@ -1205,7 +1218,12 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		return out, nil
 	}
 	if name, ok := e.typedProtos[proto]; ok {
+		// Only a typed array of the prototype's kind exports as its slice
+		// type; exporting anything else to bytes would run its iterator.
 		var b []byte
+		if obj.ExportType() != typedArrayTypes[name] {
+			return nil, notTransferable(name)
+		}
 		if err := e.rt.ExportTo(obj, &b); err != nil {
 			return nil, notTransferable(name)
 		}
@@ -1220,7 +1238,7 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		}
 		return TypedArray{Type: name, Data: append([]byte{}, b...)}, nil
 	}
-	if proto == e.abProto {
+	if proto == e.abProto && obj.ExportType() == arrayBufferType {
 		if ab, ok := obj.Export().(goja.ArrayBuffer); ok {
 			if err := x.charge(costBytes + int64(len(ab.Bytes()))); err != nil {
 				return nil, err

@@ -212,3 +212,39 @@ export default async (v) => {
 		assert.Equal(t, []any{[]any{"__proto__", "x"}, true, true, want, []any{"__proto__", "x"}, true, 0.0}, res.Value)
 	})
 }
+
+// TestBufferLookalikesAreNotTransferable: only a real typed array or
+// ArrayBuffer crosses as one, and telling runs none of the code's methods:
+// an object (or a DataView, or a typed array of another kind) given a typed
+// array's or ArrayBuffer's prototype is not transferable, its iterator and
+// getters are not called, and no typed array whose bytes do not fit its
+// element size reaches the host.
+func TestBufferLookalikesAreNotTransferable(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		for _, expr := range []string{
+			`Object.setPrototypeOf({ *[Symbol.iterator]() { calls++; yield 1; yield 2; } }, Float64Array.prototype)`,
+			`Object.setPrototypeOf({ *[Symbol.iterator]() { calls++; yield 1; } }, Uint8Array.prototype)`,
+			`Object.setPrototypeOf(new Uint8Array(3), Float64Array.prototype)`,
+			`Object.setPrototypeOf(new DataView(new ArrayBuffer(3)), Int16Array.prototype)`,
+			`Object.setPrototypeOf({ get x() { calls++; return 1; } }, ArrayBuffer.prototype)`,
+		} {
+			res := runCode(t, r, `let calls = 0;
+export default () => { try { report(`+expr+`); return "reported"; } catch (e) { return [e.name, calls]; } };`,
+				&Options{Language: LanguageJavaScript, Report: func(any) {}})
+			requireStatus(t, res, StatusSuccess)
+			assert.Equal(t, []any{"SerializationError", 0.0}, res.Value, expr)
+			assert.Empty(t, res.Reports, expr)
+		}
+
+		// Real typed arrays of every kind still cross.
+		for name, size := range typedArraySizes {
+			res := runCode(t, r, "export default () => new "+name+"(2);", &Options{Language: LanguageJavaScript})
+			requireStatus(t, res, StatusSuccess)
+			want := any(TypedArray{Type: name, Data: make([]byte, 2*size)})
+			if name == "Uint8Array" {
+				want = make([]byte, 2)
+			}
+			assert.Equal(t, want, res.Value, name)
+		}
+	})
+}
