@@ -1047,8 +1047,9 @@ func (e *engine) export(v goja.Value, budget int64) (any, int64, error) {
 // rethrow propagates an error that a builtin called from Go returned
 // because the code it ran threw (or overflowed the stack, or was
 // interrupted) as it came, so that it ends the run or reaches the code as
-// the same value would from a plain object's getter.
-func rethrow(err error) {
+// the same value would from a plain object's getter. An error of another
+// kind is returned.
+func rethrow(err error) error {
 	var ex *goja.Exception
 	var so *goja.StackOverflowError
 	var ie *goja.InterruptedError
@@ -1059,9 +1060,8 @@ func rethrow(err error) {
 		panic(so)
 	case errors.As(err, &ie):
 		panic(ie)
-	case err != nil:
-		panic(err)
 	}
+	return err
 }
 
 func (x *exporter) value(v goja.Value, depth int) (any, error) {
@@ -1182,7 +1182,9 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			out = append(out, MapEntry{k, val})
 			return goja.Undefined()
 		}))
-		rethrow(err)
+		if err := rethrow(err); err != nil {
+			return nil, err
+		}
 		if ierr != nil {
 			return nil, ierr
 		}
@@ -1208,7 +1210,9 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			out = append(out, el)
 			return goja.Undefined()
 		}))
-		rethrow(err)
+		if err := rethrow(err); err != nil {
+			return nil, err
+		}
 		if ierr != nil {
 			return nil, ierr
 		}
