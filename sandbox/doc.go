@@ -105,8 +105,13 @@
 // encoding), Dates (time.Time), Maps ([Map]), Sets ([Set]), Uint8Array
 // ([]byte), other typed arrays ([TypedArray]), ArrayBuffer ([ArrayBuffer])
 // and bigint (*big.Int). Anything else — functions, symbols, class
-// instances, cycles, NaN — is "SerializationError: value is not
-// transferable". [HostFunc] values in Imports and Globals become async
+// instances, cycles, NaN, an object that only has the prototype of a Map,
+// Set, typed array or ArrayBuffer — is "SerializationError: value is not
+// transferable". Copying a value out runs the code's getters once each and
+// no other code of it (not a Date's valueOf, not an iterator); what they
+// throw ends the copy as it was thrown, and the calls, reports and logs
+// they make count against the same limits. A Go map's keys arrive as own
+// properties, "__proto__" included. [HostFunc] values in Imports and Globals become async
 // functions inside the sandbox; each call goes to the host (in worker mode
 // over the pipe), runs the Go function with a context that ends with the
 // run, and settles the promise. A returned error re-surfaces as an error
@@ -128,7 +133,9 @@
 // makes an async or generator function, so they are locked down in runs
 // whose bundle has such functions — "async" in its text, a generator in its
 // syntax tree — and creating them is skipped otherwise). console.* is
-// captured into Result.Logs; report(value) exists only when Options.Report
+// captured into Result.Logs (an argument that cannot be copied is logged
+// as its text, or as "[object <class>]" when making its text throws);
+// report(value) exists only when Options.Report
 // is set. The code can reach nothing of the host but copies of the values
 // and the bridged functions it was given. The bundle runs in a plain
 // function, or an async one when it awaits at top level; either way the
