@@ -38,8 +38,44 @@ type MemoryStore struct {
 // Plain maps hold their keys and record pointers in a few large arrays,
 // where a sync.Map holds each entry in objects of its own: with many
 // threads kept, that was most of what the collector had to mark.
+//
+// Records are made in slabs, arrays of up to 64 records filled in the order
+// records are made and replaced, never grown, when full. A collection then
+// scans a slab's records in one piece and reaches what they point to in
+// the order it was made, where records allocated one by one are reached
+// through the maps in hash order, each a cache miss away from the last: a
+// collection of 40,000 idle threads took two to two and a half times as
+// long (BenchmarkCollectIdleThreads).
 type memIndex[T any] struct {
 	shards [64]memShard[T]
+
+	slabMu sync.Mutex
+	slab   []T // the room new records are made in
+}
+
+// Slabs start small, so that a store of a few records holds little room,
+// and double up to maxSlab records.
+const (
+	firstSlab = 4
+	maxSlab   = 64
+)
+
+// keyHolder is a record that keeps the bytes of its own id: the index keys
+// it by the string holdKey returns, which saves the collector an object per
+// record. holdKey is called once, before the record is published.
+type keyHolder interface {
+	holdKey(id string) string
+}
+
+// newRecord returns a zero record, made in the current slab.
+func (x *memIndex[T]) newRecord() *T {
+	x.slabMu.Lock()
+	defer x.slabMu.Unlock()
+	if len(x.slab) == cap(x.slab) {
+		x.slab = make([]T, 0, min(max(2*cap(x.slab), firstSlab), maxSlab))
+	}
+	x.slab = x.slab[:len(x.slab)+1]
+	return &x.slab[len(x.slab)-1]
 }
 
 type memShard[T any] struct {
@@ -67,7 +103,10 @@ func (x *memIndex[T]) get(id string, create bool) *T {
 		if sh.m == nil {
 			sh.m = make(map[string]*T)
 		}
-		r = new(T)
+		r = x.newRecord()
+		if h, ok := any(r).(keyHolder); ok {
+			id = h.holdKey(id)
+		}
 		sh.m[id] = r
 	}
 	return r
@@ -91,6 +130,30 @@ type memThread struct {
 	env      map[string]EnvValue
 	files    map[string]*memFile // immutable once stored
 	children []ChildEntry        // entries whose parent is this thread, in creation order; immutable once stored
+
+	// The thread's id, the index's key, is kept in the record when it
+	// fits, as the runtime's ids do: one object fewer a thread for the
+	// collector to mark in every cycle. Its bytes end the record and are
+	// written once, so the cache line they share with the lock of the next
+	// record in the slab, which other goroutines write, holds nothing this
+	// record's own goroutines write.
+	id      string
+	idBytes [threadIDRoom]byte
+}
+
+// threadIDRoom is the room a thread record has for its id: enough for the
+// ids the runtime makes ("thread_" and 16 hex digits).
+const threadIDRoom = 24
+
+// holdKey implements keyHolder: the id, copied into the record when it
+// fits. idBytes is never written again, so the string stays immutable.
+func (t *memThread) holdKey(id string) string {
+	t.id = id
+	if len(id) > 0 && len(id) <= len(t.idBytes) {
+		n := copy(t.idBytes[:], id)
+		t.id = unsafe.String(&t.idBytes[0], n)
+	}
+	return t.id
 }
 
 // callIDOf returns the tool-call id of row i. Callers hold t.mu.
@@ -484,6 +547,10 @@ func (r *memRows) push() *memRow {
 type memUser struct {
 	mu  sync.RWMutex
 	env map[string]EnvValue
+	// Padding to a cache line: records lie side by side in their slab, and
+	// another user's lock, which goroutines of that user write even to read
+	// (RLock), shares a line only with these bytes, which nothing writes.
+	_ [32]byte
 }
 
 type memFile struct {
@@ -519,6 +586,7 @@ func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
 	if t.exists {
 		return ErrThreadExists
 	}
+	c.ID = t.id // the record's copy of the same id
 	t.t, t.exists = c, true
 	return nil
 }
@@ -578,7 +646,7 @@ func (s *MemoryStore) UpdateThread(ctx context.Context, th *Thread) error {
 	if !t.exists {
 		return ErrNotFound
 	}
-	c.CreatedAt = t.t.CreatedAt
+	c.CreatedAt, c.ID = t.t.CreatedAt, t.id
 	t.t = c
 	return nil
 }

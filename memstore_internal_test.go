@@ -411,3 +411,104 @@ func TestMemoryStoreArenaFirstBlockGrowsUnderAReader(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryStoreThreadIDsLiveInTheirRecords: a thread id that fits the
+// record's room is kept in the record (the index's key and the stored
+// Thread's ID point into it), a longer one as given; either way the thread
+// is found by any string of the same bytes, before and after it is
+// created, updated or given data by id first.
+func TestMemoryStoreThreadIDsLiveInTheirRecords(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	ids := []string{"t", "thread_0123456789abcdef", "thread_0123456789abcdef0", strings.Repeat("long-", 20), "fil-ñ-東"}
+	for i, id := range ids {
+		if i%2 == 1 {
+			// Data kept by thread id makes the record before the thread.
+			if err := s.SetValue(ctx, id, "k", json.RawMessage(`1`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.CreateThread(ctx, &Thread{ID: id, AgentID: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateThread(ctx, &Thread{ID: strings.Clone(id), AgentID: "b"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		th, err := s.GetThread(ctx, strings.Clone(id))
+		if err != nil || th.ID != id || th.AgentID != "b" {
+			t.Fatalf("GetThread(%q) = %+v, %v", id, th, err)
+		}
+		rec := s.thread(id, false)
+		inRecord := func(p *byte) bool {
+			lo := uintptr(unsafe.Pointer(rec))
+			return uintptr(unsafe.Pointer(p)) >= lo && uintptr(unsafe.Pointer(p)) < lo+unsafe.Sizeof(*rec)
+		}
+		fits := len(id) <= threadIDRoom
+		if got := inRecord(unsafe.StringData(rec.id)); got != fits {
+			t.Errorf("id %q (%d bytes): kept in its record = %v, want %v", id, len(id), got, fits)
+		}
+		if got := inRecord(unsafe.StringData(rec.t.ID)); got != fits {
+			t.Errorf("id %q: the stored Thread's ID in the record = %v, want %v", id, got, fits)
+		}
+	}
+}
+
+// TestMemoryStoreMakesRecordsInSlabs: thread records made one after another
+// lie side by side in slabs that start small and stop doubling at maxSlab
+// records; goroutines making records at once each get a record of their
+// own.
+func TestMemoryStoreMakesRecordsInSlabs(t *testing.T) {
+	ctx := context.Background()
+	s := NewMemoryStore()
+	const n = firstSlab + 2*firstSlab
+	var prev *memThread
+	for i := range n {
+		id := fmt.Sprint("thread-", i)
+		if err := s.CreateThread(ctx, &Thread{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+		rec := s.thread(id, false)
+		if prev != nil && i != firstSlab { // record firstSlab starts the second slab
+			if d := uintptr(unsafe.Pointer(rec)) - uintptr(unsafe.Pointer(prev)); d != unsafe.Sizeof(*rec) {
+				t.Errorf("record %d is %d bytes after record %d; want %d", i, d, i-1, unsafe.Sizeof(*rec))
+			}
+		}
+		prev = rec
+	}
+	if c := cap(s.threads.slab); c != 2*firstSlab {
+		t.Errorf("second slab has room for %d records; want %d", c, 2*firstSlab)
+	}
+	for range 8 {
+		_ = s.threads.newRecord()
+	}
+	for range 200 {
+		_ = s.threads.newRecord()
+	}
+	if c := cap(s.threads.slab); c != maxSlab {
+		t.Errorf("slabs grew to %d records; want at most %d", c, maxSlab)
+	}
+
+	var wg sync.WaitGroup
+	recs := make([]*memThread, 64)
+	for g := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprint("concurrent-", g)
+			if err := s.CreateThread(ctx, &Thread{ID: id}); err != nil {
+				t.Error(err)
+			}
+			recs[g] = s.thread(id, false)
+		}()
+	}
+	wg.Wait()
+	seen := map[*memThread]bool{}
+	for g, r := range recs {
+		if r == nil || seen[r] {
+			t.Fatalf("goroutine %d: record %p shared or missing", g, r)
+		}
+		seen[r] = true
+	}
+}
