@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,9 @@ func secretForms() map[string]string {
 		"path":                 url.PathEscape(trickySecret),
 		"encodeURIComponent":   encodeURIComponent(trickySecret),
 		"RFC 3986, lower hex":  lowerHex(encodeURIComponent(trickySecret)),
+		"base64":               base64.StdEncoding.EncodeToString([]byte(trickySecret)),
+		"base64, URL-safe":     base64.RawURLEncoding.EncodeToString([]byte("x" + trickySecret)),
+		"HTTP Basic":           "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
 	}
 }
 

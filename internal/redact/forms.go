@@ -1,6 +1,8 @@
 package redact
 
 import (
+	"encoding/base64"
+	"slices"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -21,11 +23,14 @@ import (
 //	JSON, two levels      any row applied to any row's output  JSON text kept in a JSON string
 //	URL                   a urlStyles row, upper-case hex      see urlStyles
 //	URL, lower-case hex   the same row with lower-case hex     encoders that write %2f
+//	base64                see encodedForms                     HTTP Basic auth, tokens and
+//	                                                           files sent base64-encoded
 //
-// Not covered: base64 and other binary-to-text encodings, HTML entities,
-// JSON escaped three or more times, URL encoding applied twice or mixed with
-// JSON escaping, and escapers that mix styles within one string (for example
-// upper- and lower-case hex in the same string).
+// Not covered: other binary-to-text encodings (hex, base32), base64 broken
+// into lines (MIME) or of a secret shorter than minEncodedLen bytes, HTML
+// entities, JSON escaped three or more times, URL encoding applied twice or
+// mixed with JSON escaping, and escapers that mix styles within one string
+// (for example upper- and lower-case hex in the same string).
 
 // jsonStyle is one way of writing a string inside a JSON string literal.
 // The backslash is always written as \\. Hex digits in \u escapes are
@@ -271,4 +276,38 @@ func plain(s string) bool {
 // these, so every form of a secret contains each of its letters and digits.
 func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+// minEncodedLen is the length in bytes of the shortest secret whose base64
+// forms are looked for: from 7 bytes on, each form is at least 8
+// characters, which ordinary base64 text matches by chance once in 64^8.
+const minEncodedLen = 7
+
+// encodedForms returns the forms value takes inside base64 text, in the
+// standard and the URL-safe alphabet, distinct and not among have. Inside
+// a longer encoded text, value starts 0, 1 or 2 bytes into a group of
+// three, and in each case only the characters made of its bits alone are
+// certain: those are the form (so "Basic " + base64("user:" + value) holds
+// the form for an offset of 2). The one or two characters at each end that
+// mix its bits with its neighbours' are left as they are.
+func encodedForms(value string, have []string) []string {
+	if len(value) < minEncodedLen {
+		return nil
+	}
+	var out []string
+	buf := make([]byte, 2+len(value))
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+		for k := 0; k < 3; k++ {
+			clear(buf[:k])
+			copy(buf[k:], value)
+			e := enc.EncodeToString(buf[:k+len(value)])
+			// Character i holds bits [6i, 6i+6) of the input; value's bits
+			// are [8k, 8k+8n).
+			f := e[(8*k+5)/6 : 8*(k+len(value))/6]
+			if !slices.Contains(have, f) && !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }

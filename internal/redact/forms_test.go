@@ -2,6 +2,7 @@ package redact
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -402,6 +403,55 @@ func TestByFrequencyListsEveryLetterAndDigitOnce(t *testing.T) {
 	for c := 0; c < 256; c++ {
 		if n := strings.Count(byFrequency, string(rune(c))); isAlnum(byte(c)) && n != 1 {
 			t.Errorf("%q is in byFrequency %d times", rune(c), n)
+		}
+	}
+}
+
+// TestBase64FormsAreRedacted: a secret inside base64 text, in either
+// alphabet, padded or not, at any offset and with anything after it, loses
+// every character made of its bits alone, and only those; an encoded
+// secret shorter than minEncodedLen bytes is left alone.
+func TestBase64FormsAreRedacted(t *testing.T) {
+	secrets := append([]string{"plainAlnum1234", "seven77"}, trickySecrets...)
+	encs := map[string]*base64.Encoding{"std": base64.StdEncoding, "url": base64.URLEncoding,
+		"raw std": base64.RawStdEncoding, "raw url": base64.RawURLEncoding}
+	for _, secret := range secrets {
+		if len(secret) < minEncodedLen {
+			continue
+		}
+		r, _ := New([]Secret{{"S", secret}})
+		for encName, enc := range encs {
+			for _, prefix := range []string{"", "u", "us", "user:", "Bearer-"} {
+				for _, suffix := range []string{"", "!", "?!", "?!#"} {
+					e := enc.EncodeToString([]byte(prefix + secret + suffix))
+					// Characters lo to hi hold the secret's bits and no others.
+					lo, hi := (8*len(prefix)+5)/6, 8*(len(prefix)+len(secret))/6
+					text := "Authorization: Basic " + e + " end"
+					want := "Authorization: Basic " + e[:lo] + testPlaceholder + e[hi:] + " end"
+					if got := r.String(text); got != want {
+						t.Errorf("%s, %q before, %q after %q:\n got %q\nwant %q", encName, prefix, suffix, secret, got, want)
+					}
+				}
+			}
+		}
+	}
+	short := "six666"
+	r, _ := New([]Secret{{"S", short}})
+	text := base64.StdEncoding.EncodeToString([]byte(short))
+	if got := r.String(text); got != text {
+		t.Errorf("a %d-byte secret's base64 form was redacted: %q", len(short), got)
+	}
+}
+
+// TestOneSecretIsScannedWithIndexByte: the pairs of one secret's value
+// and of its base64 forms start with few enough distinct bytes that the
+// scan looks for them with strings.IndexByte (machine.preFew), as it did
+// before base64 forms brought pairs of their own.
+func TestOneSecretIsScannedWithIndexByte(t *testing.T) {
+	for _, s := range append(benchSecrets, Secret{"T", trickySecrets[len(trickySecrets)-2]}) {
+		r, _ := New([]Secret{s})
+		if r.m.preFew == nil {
+			t.Errorf("%s: the scan tests every byte", s.Name)
 		}
 	}
 }

@@ -31,8 +31,11 @@ type machine struct {
 	pre [256]byte // 1 for the first byte of a prefilter pair
 	// pairs has bit pairBit(b0, b1) set for each prefilter pair b0, b1.
 	// Other pairs may share a bit: the automaton then finds nothing there.
-	pairs  [64]uint64
-	preOne int // the only first byte of the prefilter pairs, or -1
+	pairs [64]uint64
+	// preFew lists the first bytes of the prefilter pairs when there are
+	// at most maxFew of them (one secret's value and its base64 forms),
+	// which the scan then looks for with strings.IndexByte, each on its own.
+	preFew []byte
 	// lookback maps a prefilter pair to the most bytes a pattern has before
 	// it when it is the pattern's first prefilter pair.
 	lookback map[uint16]int
@@ -65,14 +68,18 @@ type pattern struct {
 // at least two bytes long, with prefilter pairs pairs; each pattern must
 // contain one.
 func newMachine(patterns []pattern, pairs [][2]byte) *machine {
-	m := &machine{preOne: -1}
+	m := &machine{}
 	for _, p := range pairs {
 		m.pre[p[0]] = 1
 		k := pairBit(p[0], p[1])
 		m.pairs[k>>6] |= 1 << (k & 63)
 	}
-	if n := countTrue(&m.pre); n == 1 {
-		m.preOne = int(pairs[0][0])
+	if countTrue(&m.pre) <= maxFew {
+		for c := range 256 {
+			if m.pre[c] != 0 {
+				m.preFew = append(m.preFew, byte(c))
+			}
+		}
 	}
 	m.setLookback(patterns)
 
@@ -244,8 +251,10 @@ func add(ms []match, mt match) []match {
 func (m *machine) scan(text string, ms []match) []match {
 	n := len(text)
 	pos := 0
+	var few fewCursors
+	few.reset()
 	for pos < n {
-		i := m.next(text, pos)
+		i := m.next(text, pos, &few)
 		if i < 0 {
 			break
 		}
@@ -269,20 +278,48 @@ func (m *machine) scan(text string, ms []match) []match {
 	return ms
 }
 
+// maxFew is the most first bytes of prefilter pairs the scan looks for one
+// by one, with strings.IndexByte; past it, it tests every byte.
+const maxFew = 8
+
+// fewCursors holds, for each byte of machine.preFew, the index of its next
+// occurrence in the text from where it was last looked for (the text's last
+// index when there is none), or -1 before the first look. A scan's calls
+// of next only ever move forward, so each byte's occurrences are looked
+// for once.
+type fewCursors [maxFew]int
+
+func (f *fewCursors) reset() {
+	for k := range f {
+		f[k] = -1
+	}
+}
+
 // next returns the index of the first prefilter pair in text at or after
 // pos, or -1.
-func (m *machine) next(text string, pos int) int {
-	if m.preOne >= 0 {
-		c := byte(m.preOne)
-		for pos < len(text)-1 {
-			k := strings.IndexByte(text[pos:len(text)-1], c)
-			if k < 0 {
+func (m *machine) next(text string, pos int, few *fewCursors) int {
+	if m.preFew != nil {
+		end := len(text) - 1 // a pair starts before the last byte
+		for pos < end {
+			best := -1
+			for k, c := range m.preFew {
+				if few[k] < pos {
+					few[k] = end
+					if j := strings.IndexByte(text[pos:end], c); j >= 0 {
+						few[k] = pos + j
+					}
+				}
+				if few[k] < end && (best < 0 || few[k] < best) {
+					best = few[k]
+				}
+			}
+			if best < 0 {
 				return -1
 			}
-			if i := pos + k; m.isPair(c, text[i+1]) {
-				return i
+			if m.isPair(text[best], text[best+1]) {
+				return best
 			}
-			pos += k + 1
+			pos = best + 1
 		}
 		return -1
 	}
