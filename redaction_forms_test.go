@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"log/slog"
 	"net/url"
 	"reflect"
@@ -51,6 +52,8 @@ func secretForms() map[string]string {
 		"base64":               base64.StdEncoding.EncodeToString([]byte(trickySecret)),
 		"base64, URL-safe":     base64.RawURLEncoding.EncodeToString([]byte("x" + trickySecret)),
 		"HTTP Basic":           "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
+		"HTML":                 html.EscapeString(trickySecret),
+		"HTML, &quot;":         strings.ReplaceAll(html.EscapeString(trickySecret), "&#34;", "&quot;"),
 	}
 }
 

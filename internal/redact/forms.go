@@ -23,14 +23,18 @@ import (
 //	JSON, two levels      any row applied to any row's output  JSON text kept in a JSON string
 //	URL                   a urlStyles row, upper-case hex      see urlStyles
 //	URL, lower-case hex   the same row with lower-case hex     encoders that write %2f
+//	HTML                  &amp; &lt; &gt; and each way of      pages and HTML reports a tool
+//	                      writing the quotes (htmlQuotes,      fetches or renders
+//	                      htmlApos)
 //	base64                see encodedForms                     HTTP Basic auth, tokens and
 //	                                                           files sent base64-encoded
 //
 // Not covered: other binary-to-text encodings (hex, base32), base64 broken
 // into lines (MIME) or of a secret shorter than minEncodedLen bytes, HTML
-// entities, JSON escaped three or more times, URL encoding applied twice or
-// mixed with JSON escaping, and escapers that mix styles within one string
-// (for example upper- and lower-case hex in the same string).
+// numeric entities for other characters (&#60; for <), JSON escaped three
+// or more times, URL encoding applied twice or mixed with JSON escaping,
+// and escapers that mix styles within one string (for example upper- and
+// lower-case hex in the same string).
 
 // jsonStyle is one way of writing a string inside a JSON string literal.
 // The backslash is always written as \\. Hex digits in \u escapes are
@@ -150,7 +154,51 @@ func forms(value string) []string {
 		add(urlStyles[i].escape(value, false))
 		add(urlStyles[i].escape(value, true))
 	}
+	if strings.ContainsAny(value, htmlSpecial) {
+		for _, q := range htmlQuotes {
+			for _, a := range htmlApos {
+				add(htmlEscape(value, q, a))
+			}
+		}
+	}
 	return out
+}
+
+// htmlSpecial are the characters HTML escapers replace by entities: every
+// escaper writes &amp; &lt; &gt;, and they differ in how they write the
+// quotes.
+const htmlSpecial = `&<>"'`
+
+var (
+	// htmlQuotes: &#34; (Go's html and html/template), &quot; (Python's
+	// html.escape, PHP's htmlspecialchars, most JavaScript libraries).
+	htmlQuotes = []string{"&#34;", "&quot;"}
+	// htmlApos: &#39; (Go, lodash), &#x27; (Python), &#039; (PHP), &apos;
+	// (XML, PHP's ENT_HTML5).
+	htmlApos = []string{"&#39;", "&#x27;", "&#039;", "&apos;"}
+)
+
+// htmlEscape returns s as an HTML escaper writes it, with quote for the
+// double quote and apos for the single quote.
+func htmlEscape(s, quote, apos string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '"':
+			b.WriteString(quote)
+		case '\'':
+			b.WriteString(apos)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // escape returns s as st writes it between the quotes of a JSON string.

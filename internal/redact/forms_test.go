@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net/url"
 	"strings"
 	"testing"
@@ -253,6 +254,16 @@ var docs = []doc{
 	{"encodeURIComponent, lower-case hex", urlDoc("/p?q=", func(t *testing.T, x string) string {
 		return lowerPercent(encodeURIComponent(x))
 	}, "")},
+	{"html.EscapeString", func(t *testing.T, x string) string { return "<p title=\"" + html.EscapeString(x) + "\">x</p>" }},
+	{"Python html.escape", func(t *testing.T, x string) string {
+		return "<td>" + strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#x27;").Replace(x) + "</td>"
+	}},
+	{"PHP htmlspecialchars", func(t *testing.T, x string) string {
+		return "<td>" + strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#039;").Replace(x) + "</td>"
+	}},
+	{"XML", func(t *testing.T, x string) string {
+		return "<v>" + strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(x) + "</v>"
+	}},
 }
 
 // TestEveryFormIsRedacted redacts each tricky secret in each document a

@@ -11,7 +11,8 @@
 // JSON-escaped forms (as encoding/json, JSON.stringify, Python, PHP, .NET
 // and others write it, with either hex case, and escaped twice for JSON kept
 // inside a JSON string), its percent-encoded forms (query, path,
-// encodeURIComponent, RFC 3986 and form encoding, with either hex case) and,
+// encodeURIComponent, RFC 3986 and form encoding, with either hex case), its
+// HTML-escaped forms (each way of writing the quotes) and,
 // for a secret of 7 bytes or more, its base64 forms, in either alphabet and
 // at any offset inside a longer encoded text (an HTTP Basic credential,
 // say). The forms are made once, when the [Redactor] is built.
