@@ -428,8 +428,12 @@ func TestMemoryStoreThreadIDsLiveInTheirRecords(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := s.CreateThread(ctx, &Thread{ID: id, AgentID: "a"}); err != nil {
+		if err := s.CreateThread(ctx, &Thread{ID: strings.Clone(id), AgentID: "a"}); err != nil {
 			t.Fatal(err)
+		}
+		// CreateThread stores the record's copy of the id, not the caller's.
+		if rec, fits := s.thread(id, false), len(id) <= threadIDRoom; idInRecord(rec, rec.t.ID) != fits {
+			t.Errorf("id %q: the created Thread's ID in the record = %v, want %v", id, !fits, fits)
 		}
 		if err := s.UpdateThread(ctx, &Thread{ID: strings.Clone(id), AgentID: "b"}); err != nil {
 			t.Fatal(err)
@@ -441,18 +445,20 @@ func TestMemoryStoreThreadIDsLiveInTheirRecords(t *testing.T) {
 			t.Fatalf("GetThread(%q) = %+v, %v", id, th, err)
 		}
 		rec := s.thread(id, false)
-		inRecord := func(p *byte) bool {
-			lo := uintptr(unsafe.Pointer(rec))
-			return uintptr(unsafe.Pointer(p)) >= lo && uintptr(unsafe.Pointer(p)) < lo+unsafe.Sizeof(*rec)
-		}
 		fits := len(id) <= threadIDRoom
-		if got := inRecord(unsafe.StringData(rec.id)); got != fits {
+		if got := idInRecord(rec, rec.id); got != fits {
 			t.Errorf("id %q (%d bytes): kept in its record = %v, want %v", id, len(id), got, fits)
 		}
-		if got := inRecord(unsafe.StringData(rec.t.ID)); got != fits {
+		if got := idInRecord(rec, rec.t.ID); got != fits {
 			t.Errorf("id %q: the stored Thread's ID in the record = %v, want %v", id, got, fits)
 		}
 	}
+}
+
+// idInRecord reports whether the bytes of id lie inside rec.
+func idInRecord(rec *memThread, id string) bool {
+	lo, p := uintptr(unsafe.Pointer(rec)), uintptr(unsafe.Pointer(unsafe.StringData(id)))
+	return p >= lo && p < lo+unsafe.Sizeof(*rec)
 }
 
 // TestMemoryStoreMakesRecordsInSlabs: thread records made one after another
