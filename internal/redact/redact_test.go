@@ -25,7 +25,7 @@ func naiveRedact(secrets []Secret, text string) string {
 		if len(s.Value) < MinLen {
 			continue
 		}
-		for _, f := range forms(s.Value) {
+		for _, f := range allForms(s.Value) {
 			if _, ok := owner[f]; !ok {
 				owner[f] = s.Name
 				order = append(order, f)
@@ -78,6 +78,13 @@ func naiveRedact(secrets []Secret, text string) string {
 	}
 	b.WriteString(text[last:])
 	return b.String()
+}
+
+// allForms returns every form of value New looks for: its forms and its
+// base64 forms.
+func allForms(value string) []string {
+	fs := forms(value)
+	return append(fs, encodedForms(value, fs)...)
 }
 
 func mustNew(t testing.TB, secrets ...Secret) *Redactor {
