@@ -133,10 +133,11 @@ type memThread struct {
 
 	// The thread's id, the index's key, is kept in the record when it
 	// fits, as the runtime's ids do: one object fewer a thread for the
-	// collector to mark in every cycle. Its bytes end the record and are
-	// written once, so the cache line they share with the lock of the next
-	// record in the slab, which other goroutines write, holds nothing this
-	// record's own goroutines write.
+	// collector to mark in every cycle. Its bytes end the record, which is
+	// 512 bytes, and are written once: where a slab's records do not start
+	// on a cache line (a small slab's array starts after Go's 8-byte
+	// header), the line they share with the next record's lock holds
+	// nothing this record's goroutines write.
 	id      string
 	idBytes [threadIDRoom]byte
 }

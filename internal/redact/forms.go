@@ -24,14 +24,17 @@ import (
 //	URL                   a urlStyles row, upper-case hex      see urlStyles
 //	URL, lower-case hex   the same row with lower-case hex     encoders that write %2f
 //	HTML                  &amp; &lt; &gt; and each way of      pages and HTML reports a tool
-//	                      writing the quotes (htmlQuotes,      fetches or renders
-//	                      htmlApos)
+//	                      writing the quotes (htmlQuotes,      fetches or renders; JSON
+//	                      htmlApos); each also in Go's JSON    holding such text
+//	                      (\u0026amp;)
 //	base64                see encodedForms                     HTTP Basic auth, tokens and
 //	                                                           files sent base64-encoded
 //
 // Not covered: other binary-to-text encodings (hex, base32), base64 broken
-// into lines (MIME) or of a secret shorter than minEncodedLen bytes, HTML
-// numeric entities for other characters (&#60; for <), JSON escaped three
+// into lines (MIME) or of a secret shorter than minEncodedLen bytes, base64
+// then percent-encoded or JSON-escaped (%2B, \/), HTML numeric entities for
+// other characters (&#60; for <), HTML in JSON written by other encoders
+// than encoding/json, JSON escaped three
 // or more times, URL encoding applied twice or mixed with JSON escaping,
 // and escapers that mix styles within one string (for example upper- and
 // lower-case hex in the same string).
@@ -157,7 +160,11 @@ func forms(value string) []string {
 	if strings.ContainsAny(value, htmlSpecial) {
 		for _, q := range htmlQuotes {
 			for _, a := range htmlApos {
-				add(htmlEscape(value, q, a))
+				h := htmlEscape(value, q, a)
+				add(h)
+				// Escaped HTML kept in JSON by encoding/json, which writes
+				// & as \u0026.
+				add(jsonStyles[0].escape(h))
 			}
 		}
 	}
@@ -171,11 +178,13 @@ const htmlSpecial = `&<>"'`
 
 var (
 	// htmlQuotes: &#34; (Go's html and html/template), &quot; (Python's
-	// html.escape, PHP's htmlspecialchars, most JavaScript libraries).
-	htmlQuotes = []string{"&#34;", "&quot;"}
+	// html.escape, PHP's htmlspecialchars, most JavaScript libraries), and
+	// the quote itself (escapers of text between tags: a browser's
+	// innerHTML, Python's ElementTree).
+	htmlQuotes = []string{"&#34;", "&quot;", `"`}
 	// htmlApos: &#39; (Go, lodash), &#x27; (Python), &#039; (PHP), &apos;
-	// (XML, PHP's ENT_HTML5).
-	htmlApos = []string{"&#39;", "&#x27;", "&#039;", "&apos;"}
+	// (XML, PHP's ENT_HTML5), and the apostrophe itself.
+	htmlApos = []string{"&#39;", "&#x27;", "&#039;", "&apos;", "'"}
 )
 
 // htmlEscape returns s as an HTML escaper writes it, with quote for the

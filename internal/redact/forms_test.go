@@ -264,6 +264,12 @@ var docs = []doc{
 	{"XML", func(t *testing.T, x string) string {
 		return "<v>" + strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&apos;").Replace(x) + "</v>"
 	}},
+	{"text between tags (quotes as they are)", func(t *testing.T, x string) string {
+		return "<p>" + strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(x) + "</p>"
+	}},
+	{"json.Marshal of html.EscapeString", func(t *testing.T, x string) string {
+		return marshal(t, map[string]any{"html": "<p>" + html.EscapeString(x) + "</p>"})
+	}},
 }
 
 // TestEveryFormIsRedacted redacts each tricky secret in each document a
