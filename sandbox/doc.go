@@ -108,9 +108,11 @@
 // instances, cycles, NaN, an object that only has the prototype of a Map,
 // Set, typed array or ArrayBuffer — is "SerializationError: value is not
 // transferable". Copying a value out runs the code's getters, and a
-// Proxy's traps, once each and no other code of it (not a Date's valueOf,
-// not an iterator); what they throw ends the copy as it was thrown, and
-// the calls, reports and logs they make count against the same limits. A Go map's keys arrive as own
+// Proxy's traps, once for each place the value holds them (an object that
+// appears twice is copied twice), and no other code of it (not a Date's
+// valueOf, not an iterator); what they throw ends the copy as it was
+// thrown, and the calls, reports and logs they make count against the same
+// limits. A Go map's keys arrive as own
 // properties, "__proto__" included. [HostFunc] values in Imports and Globals become async
 // functions inside the sandbox; each call goes to the host (in worker mode
 // over the pipe), runs the Go function with a context that ends with the
