@@ -364,9 +364,11 @@ func (e *engine) run() (out *outcome) {
 			if err != nil {
 				return e.failure(err)
 			}
-			_ = ns.Set(k, v)
+			// Own data properties, as for any Go map: setting "__proto__"
+			// would set the namespace's prototype instead.
+			_ = ns.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
 		}
-		_ = importsObj.(*goja.Object).Set(spec, ns)
+		_ = importsObj.(*goja.Object).DefineDataProperty(spec, ns, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
 	}
 	nv, err := fn(goja.Undefined(), importsObj)
 	if err != nil {

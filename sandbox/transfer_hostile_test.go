@@ -248,3 +248,14 @@ export default () => { try { report(`+expr+`); return "reported"; } catch (e) { 
 		}
 	})
 }
+
+// TestImportMembersAreOwnProperties: an import member named "__proto__"
+// is a member like any other, not the namespace's prototype.
+func TestImportMembersAreOwnProperties(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		res := runCode(t, r, "import {__proto__ as p, x} from 'h';\nexport default () => [typeof p, p, x];",
+			&Options{Language: LanguageJavaScript, Imports: map[string]map[string]any{"h": {"__proto__": "v", "x": 1}}})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, []any{"string", "v", 1.0}, res.Value)
+	})
+}
