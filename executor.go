@@ -543,11 +543,7 @@ func (b *batch) ranBefore(i int, id string) bool {
 func (b *batch) markStarted(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.started.has(id) {
-		return false
-	}
-	b.started.add(id)
-	return true
+	return b.started.add(id)
 }
 
 // uncancelled returns ctx without its cancellation, for writes that must

@@ -106,4 +106,9 @@ func (k *keyed[K, V]) reset() {
 type idSet struct{ k keyed[string, struct{}] }
 
 func (s *idSet) has(id string) bool { _, ok := s.k.find(id); return ok }
-func (s *idSet) add(id string)      { s.k.add(id, struct{}{}) }
+
+// add adds id and reports whether it was new.
+func (s *idSet) add(id string) bool { return s.k.add(id, struct{}{}) }
+
+// reset empties s, keeping its room.
+func (s *idSet) reset() { s.k.reset() }

@@ -373,10 +373,10 @@ const wholeBlock = math.MaxUint32
 // memArena holds the bytes of a thread's strings in blocks. Bytes are only
 // ever written after the bytes in use, and a block is only replaced by a
 // bigger copy of itself (block 0, which grows up to arenaGrown so that a
-// short thread keeps one block, as chunk 0 of the rows does), so a copy of blocks (taken
-// under the thread's lock) reads every string of the rows seen with it; the
-// strings a reader builds point into the blocks it copied, which nothing
-// changes.
+// short thread keeps one block, as chunk 0 of the rows does), so a copy of
+// blocks (taken under the thread's lock) reads every string of the rows
+// seen with it; the strings a reader builds point into the blocks it
+// copied, which nothing changes.
 type memArena struct {
 	blocks arenaBlocks
 	cur    int // the block strings are packed into; -1 (or no blocks): none yet

@@ -170,7 +170,7 @@ func (r *response) finish() (string, []ToolCall) {
 func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
 	r := &ts.resp
 	r.calls.reset()
-	r.ids.k.reset()
+	r.ids.reset()
 	r.rt, r.ctx, r.ts, r.b, r.tools, r.text = rt, ctx, ts, b, tools, strings.Builder{}
 	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
 	sctx, span := rt.startChatSpan(ctx, ts)

@@ -1194,6 +1194,8 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 			out = Map{}
 		}
 		return out, nil
+	// An array exports as a Go slice too: a Set's class is "Object", an
+	// array's (given Set.prototype) "Array".
 	case proto == e.setProto && e.setForEach != nil && cls == "Object" && obj.ExportType() == setType:
 		if err := x.charge(costSlice); err != nil {
 			return nil, err
