@@ -26,29 +26,39 @@ const trivialJS = "export default () => 1 + 1;"
 // Start and Wait. x_fresh_realm is its time over freshRealm's, measured in
 // the same rounds: what the sandbox adds (isolation, set-up, the run's
 // goroutine and its result) to goja's own cost of a new realm that
-// evaluates the same function and calls it.
+// evaluates the same function and calls it. cpu_ns/op is the CPU time
+// the process spent per run (the collector's included), where it can be
+// read, and cpu_x_fresh_realm the same ratio in CPU time: the time per run
+// is less than its CPU time when work is done on another CPU meanwhile.
 func BenchmarkTrivialInProcess(b *testing.B) {
 	r := New(&RunnerOptions{Mode: ModeInProcess})
 	opts := &Options{Language: LanguageJavaScript}
 	benchRun(b, r, trivialJS, opts)
 	const round = 500
-	var base time.Duration
+	var base, cpu, baseCPU time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for left := b.N; left > 0; left -= round {
 		n := min(left, round)
+		c := processCPU()
 		for i := 0; i < n; i++ {
 			benchRun(b, r, trivialJS, opts)
 		}
 		b.StopTimer()
-		start := time.Now()
+		start, c2 := time.Now(), processCPU()
+		cpu += c2 - c
 		for i := 0; i < n; i++ {
 			freshRealm(b, false)
 		}
 		base += time.Since(start)
+		baseCPU += processCPU() - c2
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed())/float64(base), "x_fresh_realm")
+	if cpu > 0 && baseCPU > 0 {
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu_ns/op")
+		b.ReportMetric(float64(cpu)/float64(baseCPU), "cpu_x_fresh_realm")
+	}
 }
 
 // trivialProg is trivialJS's function as plain goja evaluates it.

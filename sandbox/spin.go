@@ -3,12 +3,14 @@ package sandbox
 import (
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
 // DefaultSpinWait is the default of RunnerOptions.SpinWait: how long a
-// side of a worker's pipes that expects a frame shortly polls the pipe
-// before it sleeps.
+// side that expects an answer shortly (a frame on a worker's pipe, an
+// in-process run's settlement, the next run) polls for it before it
+// sleeps.
 const DefaultSpinWait = 50 * time.Microsecond
 
 // spinEnv names the environment variable that gives a worker its spin
@@ -36,7 +38,79 @@ const spinEnv = "TOOLRUN_SANDBOX_SPIN_WAIT"
 // for, and runs out of budget. So a reader judges its polls in groups: when
 // more than a quarter of a group ran out, it reads without polling for a
 // while, twice as long each time a group fails again and half as long
-// each time one passes.
+// each time one passes (spinRule).
+//
+// In-process runs poll the same way, with the same budget and rule, where
+// a goroutine would otherwise be parked and woken: see goEngine and
+// Run.Wait.
+
+// A spinRule judges polls in groups of spinGroup: when more than
+// spinGroupMisses of a group ran out of budget, the waits that follow do
+// not poll, for a pause of at least spinPauseMin waits, twice the last
+// pause (up to spinPauseMax); a group that passes halves the last pause.
+// So a waiter whose polls fail now and then pauses briefly, and one that
+// keeps failing (on a machine whose CPUs are taken) seldom polls.
+const (
+	spinGroup       = 16
+	spinGroupMisses = 4
+	spinPauseMin    = 16
+	spinPauseMax    = 4096
+)
+
+// spinRule is the state of that judgement. Its zero value polls.
+type spinRule struct {
+	polls     int // polls in the current group
+	misses    int // of which ran out of budget
+	skip      int // waits left without polling
+	lastPause int // the last pause, halved by each group that passes
+}
+
+// poll reports whether the next wait should poll; a wait that should not
+// counts toward the pause.
+func (s *spinRule) poll() bool {
+	if s.skip > 0 {
+		s.skip--
+		return false
+	}
+	return true
+}
+
+// count counts a poll that found what it waited for (hit) or ran out of
+// budget, and starts a pause after a group with too many misses.
+func (s *spinRule) count(hit bool) {
+	s.polls++
+	if !hit {
+		s.misses++
+	}
+	if s.polls < spinGroup {
+		return
+	}
+	if s.misses > spinGroupMisses {
+		s.lastPause = min(max(2*s.lastPause, spinPauseMin), spinPauseMax)
+		s.skip = s.lastPause
+	} else {
+		s.lastPause /= 2
+	}
+	s.polls, s.misses = 0, 0
+}
+
+// sharedSpinRule is a spinRule for waiters on several goroutines.
+type sharedSpinRule struct {
+	mu   sync.Mutex
+	rule spinRule
+}
+
+func (s *sharedSpinRule) poll() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rule.poll()
+}
+
+func (s *sharedSpinRule) count(hit bool) {
+	s.mu.Lock()
+	s.rule.count(hit)
+	s.mu.Unlock()
+}
 
 // newSpinReader returns a reader of f that polls for up to budget, while
 // want reports true, before it waits for data; it returns f itself when

@@ -41,37 +41,3 @@ func TestSpinReaderPipes(t *testing.T) {
 		require.NoError(t, f.Close())
 	}
 }
-
-// TestSpinReaderPauses checks the policy that stops polling after groups
-// of polls that mostly ran out of budget: pauses double while groups keep
-// failing and halve as groups pass.
-func TestSpinReaderPauses(t *testing.T) {
-	r := &spinReader{}
-	group := func(misses int) {
-		r.skip = 0 // the pause is over
-		for i := 0; i < spinGroup; i++ {
-			r.ready = i >= misses
-			r.judge()
-		}
-	}
-	group(spinGroupMisses)
-	assert.Zero(t, r.skip, "a group with few misses")
-	group(spinGroupMisses + 1)
-	assert.Equal(t, spinPauseMin, r.skip)
-	group(spinGroup)
-	assert.Equal(t, 2*spinPauseMin, r.skip, "a second bad group doubles the pause")
-	for i := 0; i < 20; i++ {
-		group(spinGroup)
-	}
-	assert.Equal(t, spinPauseMax, r.skip)
-	group(0)
-	assert.Zero(t, r.skip)
-	group(0)
-	group(spinGroup)
-	assert.Equal(t, spinPauseMax/2, r.skip, "two good groups halve the pause twice, a bad one doubles it")
-	for i := 0; i < 20; i++ {
-		group(0)
-	}
-	group(spinGroup)
-	assert.Equal(t, spinPauseMin, r.skip, "after many good groups the pause starts short again")
-}

@@ -92,3 +92,36 @@ export default async () => { for (let i = 0; ; i++) { await echo(i); if (i == 10
 	requireStatus(t, res, StatusSuccess)
 	assert.Equal(t, 7.0, res.Value)
 }
+
+// TestSpinRulePauses checks the policy that stops polling after groups
+// of polls that mostly ran out of budget: pauses double while groups keep
+// failing and halve as groups pass.
+func TestSpinRulePauses(t *testing.T) {
+	r := &spinRule{}
+	group := func(misses int) {
+		r.skip = 0 // the pause is over
+		for i := 0; i < spinGroup; i++ {
+			r.count(i >= misses)
+		}
+	}
+	group(spinGroupMisses)
+	assert.Zero(t, r.skip, "a group with few misses")
+	group(spinGroupMisses + 1)
+	assert.Equal(t, spinPauseMin, r.skip)
+	group(spinGroup)
+	assert.Equal(t, 2*spinPauseMin, r.skip, "a second bad group doubles the pause")
+	for i := 0; i < 20; i++ {
+		group(spinGroup)
+	}
+	assert.Equal(t, spinPauseMax, r.skip)
+	group(0)
+	assert.Zero(t, r.skip)
+	group(0)
+	group(spinGroup)
+	assert.Equal(t, spinPauseMax/2, r.skip, "two good groups halve the pause twice, a bad one doubles it")
+	for i := 0; i < 20; i++ {
+		group(0)
+	}
+	group(spinGroup)
+	assert.Equal(t, spinPauseMin, r.skip, "after many good groups the pause starts short again")
+}
