@@ -123,7 +123,8 @@
 //
 // # Isolation
 //
-// Every run gets a fresh goja realm holding only the ECMAScript intrinsics:
+// Every run gets a fresh goja realm, in which no other code has run,
+// holding only the ECMAScript intrinsics:
 // process, global, window, self, document, require, Deno, Bun, fetch,
 // Request, Response, URL, URLSearchParams, WebSocket, WebAssembly, crypto,
 // setTimeout, setInterval, setImmediate, performance, atob, btoa,

@@ -103,42 +103,20 @@ func protoPrograms() (async, gen *goja.Program) {
 	return asyncProtoProg, genProtoProg
 }
 
-const dynamicCodeMsg = "Dynamic code loading is disabled"
-
-// lockDown replaces every entry point to the Function, AsyncFunction and
-// GeneratorFunction constructors and eval with throwers of EvalError,
-// before any user code runs. (goja has no async generators.) wrapper is the
-// bundle's function, not yet called.
+// lockDown locks the entry points to AsyncFunction and GeneratorFunction
+// that the bundle can reach, with the realm's thrower (the realm locked
+// Function and eval when it was made). wrapper is the bundle's function,
+// not yet called.
 //
 // AsyncFunction and GeneratorFunction are reachable only from async and
 // generator function objects, which only code with that syntax creates
 // (no builtin returns one), so a bundle without it does not need them
 // locked (see compiled.features); creating them costs more than the rest
 // of a realm. An async wrapper is itself an async function and gives
-// AsyncFunction.prototype.
-func (e *engine) lockDown(wrapper *goja.Object) error {
-	rt := e.rt
-	g := rt.GlobalObject()
-	throwEval := func() {
-		if ctor, ok := goja.AssertConstructor(g.Get("EvalError")); ok {
-			if obj, err := ctor(nil, rt.ToValue(dynamicCodeMsg)); err == nil {
-				panic(obj)
-			}
-		}
-		panic(rt.NewTypeError(dynamicCodeMsg))
-	}
-	thrower := rt.ToValue(func(goja.ConstructorCall) *goja.Object {
-		throwEval()
-		return nil
-	}).(*goja.Object)
-	fnProto := thrower.Prototype()
-	if err := thrower.DefineDataProperty("name", rt.ToValue("Function"), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
-		return err
-	}
-	if err := thrower.DefineDataProperty("prototype", fnProto, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
-		return err
-	}
-	protos := []*goja.Object{fnProto}
+// AsyncFunction.prototype. (goja has no async generators.)
+func (e *engine) lockDown(rl *realm, wrapper *goja.Object) error {
+	rt := rl.rt
+	var protos []*goja.Object
 	f := e.job.code.features()
 	asyncProg, genProg := protoPrograms()
 	if f.asyncWrapper {
@@ -158,15 +136,11 @@ func (e *engine) lockDown(wrapper *goja.Object) error {
 		protos = append(protos, v.ToObject(rt).Prototype())
 	}
 	for _, p := range protos {
-		if err := p.DefineDataProperty("constructor", thrower, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
+		if err := p.DefineDataProperty("constructor", rl.thrower, goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE); err != nil {
 			return err
 		}
 	}
-	if err := g.DefineDataProperty("Function", thrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE); err != nil {
-		return err
-	}
-	// eval is the same thrower: one function object less per realm.
-	return g.DefineDataProperty("eval", thrower, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
+	return nil
 }
 
 // program returns the compiled goja program for c, compiling it once (or
@@ -322,7 +296,12 @@ func (e *engine) run() (out *outcome) {
 			out = so
 		}
 	}()
-	rt := goja.New()
+	rl, err := takeRealm()
+	if err != nil {
+		return e.failure(err)
+	}
+	rl.eng = e
+	rt := rl.rt
 	e.mu.Lock()
 	e.rt = rt
 	stopped := e.stopWith != nil
@@ -349,7 +328,7 @@ func (e *engine) run() (out *outcome) {
 	if !ok {
 		return &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: "sandbox: bundle is not a function"}}
 	}
-	if err := e.setup(wrapper.(*goja.Object)); err != nil {
+	if err := e.setup(rl, wrapper.(*goja.Object)); err != nil {
 		return e.failure(err)
 	}
 	var importsObj goja.Value = goja.Undefined() // unused by a bundle without imports
@@ -689,52 +668,17 @@ func (e *engine) intrinsics() {
 	}
 }
 
-var (
-	presentOnce     sync.Once
-	presentIsolated []string
-)
-
-// presentIsolatedGlobals lists the names of isolatedGlobals that a fresh
-// goja realm defines; deleting only those keeps set-up cheap.
-func presentIsolatedGlobals() []string {
-	presentOnce.Do(func() {
-		g := goja.New().GlobalObject()
-		for _, n := range isolatedGlobals {
-			if v := g.Get(n); v != nil && !goja.IsUndefined(v) {
-				presentIsolated = append(presentIsolated, n)
-			}
-		}
-	})
-	return presentIsolated
-}
-
-// setup prepares the realm before the bundle's function is called: the
-// host globals removed, dynamic code locked down, console, report and the
-// globals option defined.
-func (e *engine) setup(wrapper *goja.Object) error {
-	rt := e.rt
+// setup finishes the realm for this job before the bundle's function is
+// called: the constructors the bundle can reach locked, report and the
+// globals option defined. (The realm was made with the host's globals
+// removed, Function and eval locked and console defined.)
+func (e *engine) setup(rl *realm, wrapper *goja.Object) error {
+	rt := rl.rt
 	g := rt.GlobalObject()
 	e.objectProto = g.Prototype()
-	for _, name := range presentIsolatedGlobals() {
-		_ = g.Delete(name)
-	}
-	if err := e.lockDown(wrapper); err != nil {
+	if err := e.lockDown(rl, wrapper); err != nil {
 		return err
 	}
-	// console is made on first use: most runs never log, and its six
-	// functions cost more than the accessor that makes them. The accessor
-	// replaces itself with a plain data property on first get or set.
-	lazy := rt.ToValue(func(call goja.FunctionCall) goja.Value {
-		var v goja.Value
-		if len(call.Arguments) > 0 {
-			v = call.Arguments[0] // assignment: console = v
-		} else {
-			v = e.newConsole()
-		}
-		_ = g.DefineDataProperty("console", v, goja.FLAG_TRUE, goja.FLAG_FALSE, goja.FLAG_TRUE)
-		return v
-	}).(*goja.Object)
-	_ = g.DefineAccessorProperty("console", lazy, lazy, goja.FLAG_TRUE, goja.FLAG_FALSE)
 	if e.job.report {
 		_ = g.DefineDataProperty("report", rt.ToValue(func(call goja.FunctionCall) goja.Value {
 			e.doReport(call.Argument(0))

@@ -208,16 +208,20 @@ type RunnerOptions struct {
 	CompileInHost bool
 	// Logger receives worker lifecycle events; nil discards them.
 	Logger *slog.Logger
-	// SpinWait is how long, in worker mode on Linux, the side of a
-	// worker's pipes that expects a frame shortly polls the pipe before it
-	// sleeps: the worker while its run awaits results of bridged calls,
-	// the host while a run executes on the worker. An answer that comes
-	// within it is read without the wake-up of a sleeping thread, which on
-	// a virtual machine can cost more than the call itself; the price is
-	// up to SpinWait of CPU per wait that outlasts it. Polling yields to
-	// other goroutines, and a side whose polls keep running out (the CPUs
-	// are busy with other work) stops polling for a while. 0 means
-	// DefaultSpinWait (50µs); a negative value turns polling off.
+	// SpinWait is how long a side that expects an answer shortly polls
+	// for it before it sleeps. In worker mode on Linux, the side of a
+	// worker's pipes that expects a frame polls the pipe: the worker while
+	// its run awaits results of bridged calls, the host while a run
+	// executes on the worker. In-process, on every platform, Wait polls
+	// for the run's settlement, and the goroutine that finished a run
+	// polls for the next one to be started. An answer that comes within it
+	// is taken without the wake-up of a sleeping thread, which on a
+	// virtual machine can cost more than a trivial run; the price is up to
+	// SpinWait of CPU per wait that outlasts it. Polling yields to other
+	// goroutines, and a side whose polls keep running out (the CPUs are
+	// busy with other work, or runs are far apart) stops polling for a
+	// while. 0 means DefaultSpinWait (50µs); a negative value turns
+	// polling off.
 	SpinWait time.Duration
 }
 
@@ -228,6 +232,7 @@ type Runner struct {
 	pool      *workerPool // workers running code (ModeWorker)
 	compilers *workerPool // workers only compiling (ModeInProcess)
 	closed    atomic.Bool
+	waitSpin  sharedSpinRule // judges Wait's polls for in-process runs
 }
 
 // New returns a Runner configured by opts (nil means defaults). Worker
@@ -327,6 +332,11 @@ type Run struct {
 	ctx      context.Context // for host calls, made on first use; cancelled at settlement
 	cancel   context.CancelFunc
 	onSettle []func() // stop the run's timer and context watch
+
+	// spin is how long Wait polls for settlement before it blocks, and
+	// spinRule judges those polls (in-process runs only).
+	spin     time.Duration
+	spinRule *sharedSpinRule
 }
 
 func newRun(onReport func(any)) *Run {
@@ -363,11 +373,40 @@ func (r *Run) Running() bool {
 // Wait waits for the run to settle and returns its result. The error is
 // non-nil only when ctx ends first (the run keeps going; use Terminate).
 func (r *Run) Wait(ctx context.Context) (Result, error) {
+	if r.spin > 0 {
+		r.pollSettled(ctx)
+	}
 	select {
 	case <-r.done:
 		return r.result, nil
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
+	}
+}
+
+// pollSettled polls for the run's settlement, yielding between polls, for
+// up to r.spin or until ctx is done: a run that settles meanwhile does not
+// have to wake a parked Wait.
+func (r *Run) pollSettled(ctx context.Context) {
+	if !r.spinRule.poll() {
+		return
+	}
+	done := ctx.Done()
+	start := time.Now()
+	for {
+		select {
+		case <-r.done:
+			r.spinRule.count(true)
+			return
+		case <-done:
+			return
+		default:
+		}
+		if time.Since(start) >= r.spin {
+			r.spinRule.count(false)
+			return
+		}
+		runtime.Gosched()
 	}
 }
 
@@ -926,6 +965,9 @@ func (h *inProcessHost) report(v any)   { h.run.addReport(v) }
 func (h *inProcessHost) log(e LogEntry) { h.run.addLog(e) }
 
 func (r *Runner) startInProcess(run *Run, p *prepared) {
+	if r.opts.SpinWait > 0 {
+		run.spin, run.spinRule = r.opts.SpinWait, &r.waitSpin
+	}
 	if p.job.code == nil {
 		// Compile in a worker process first; until then a terminated run
 		// settles at once.
@@ -954,29 +996,94 @@ func (r *Runner) runInProcess(run *Run, p *prepared) {
 		// place: the code must not start.
 		return
 	}
-	goEngine(func() { run.settle(eng.run()) })
+	goEngine(&engineTask{run: func() { run.settle(eng.run()) }, spin: r.opts.SpinWait})
+}
+
+// An engineTask is an in-process run for an engine goroutine, and how long
+// the goroutine polls for its next task once it is done (see goEngine).
+type engineTask struct {
+	run  func()
+	spin time.Duration
 }
 
 // engineGoroutines hands in-process runs to idle goroutines whose stacks
 // have already grown to what goja needs, saving stack copying per run.
-var engineGoroutines = make(chan func())
+var engineGoroutines = make(chan *engineTask)
 
-func goEngine(f func()) {
+// Handing a run to a goroutine
+//
+// Readying a parked goroutine wakes a sleeping thread when a CPU is idle,
+// and on a virtual machine that is an exit to the hypervisor, which costs
+// as much as a trivial run; a run started and waited for costs two: the
+// goroutine that runs it, then the one that waits. So, as with a worker's
+// pipes, the goroutines poll for a while first: a goroutine that finished
+// a run polls enginePolls.slot for its next one for up to the run's
+// SpinWait before it parks, and Start puts a run there while a goroutine
+// polls; Wait polls for the settlement before it blocks. Each polling side
+// follows a spinRule, so that polls that keep running out stop.
+//
+// The slot holds one task, owned by whoever takes it out (Swap, or
+// CompareAndSwap to nil): Start puts a task in, then looks whether any
+// goroutine still polls, and takes the task back if none does and none
+// took it. A goroutine that stops polling leaves the count first, then
+// empties the slot once more, so a task put there while it still counted
+// is taken by it.
+var enginePolls struct {
+	slot  atomic.Pointer[engineTask]
+	count atomic.Int32 // goroutines polling the slot
+	rule  sharedSpinRule
+}
+
+// goEngine runs t on an engine goroutine: one that polls for it, an idle
+// one, or a new one.
+func goEngine(t *engineTask) {
+	if enginePolls.count.Load() > 0 && enginePolls.slot.CompareAndSwap(nil, t) {
+		if enginePolls.count.Load() > 0 || !enginePolls.slot.CompareAndSwap(t, nil) {
+			return // a polling goroutine has it, or will
+		}
+	}
 	select {
-	case engineGoroutines <- f:
+	case engineGoroutines <- t:
 	default:
 		go func() {
-			t := time.NewTimer(time.Minute)
-			defer t.Stop()
+			timer := time.NewTimer(time.Minute)
+			defer timer.Stop()
 			for {
-				f()
-				t.Reset(time.Minute)
+				t.run()
+				if next := nextEngineTask(t.spin); next != nil {
+					t = next
+					continue
+				}
+				timer.Reset(time.Minute)
 				select {
-				case f = <-engineGoroutines:
-				case <-t.C:
+				case t = <-engineGoroutines:
+				case <-timer.C:
 					return
 				}
 			}
 		}()
 	}
+}
+
+// nextEngineTask polls the slot for a task, yielding between polls, for up
+// to budget (if the rule lets it), and returns the task it took, or nil.
+func nextEngineTask(budget time.Duration) *engineTask {
+	if budget <= 0 || !enginePolls.rule.poll() {
+		return nil
+	}
+	enginePolls.count.Add(1)
+	var t *engineTask
+	for start := time.Now(); time.Since(start) < budget; runtime.Gosched() {
+		if enginePolls.slot.Load() != nil {
+			if t = enginePolls.slot.Swap(nil); t != nil {
+				break
+			}
+		}
+	}
+	enginePolls.count.Add(-1)
+	if t == nil {
+		t = enginePolls.slot.Swap(nil) // put there while this goroutine counted
+	}
+	enginePolls.rule.count(t != nil)
+	return t
 }
