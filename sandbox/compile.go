@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,6 +183,63 @@ func (c *compileRequest) key() string {
 	}
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0]))
+}
+
+// keyMemo remembers the keys of the last few requests, so that a source
+// run again, the common case, is compared with the one before instead of
+// hashed. A hit needs every part of the request to be equal; requests with
+// more than keyMemoMaxBytes of source are always hashed, which bounds what
+// the memo keeps alive. It is safe for concurrent use.
+type keyMemo struct {
+	mu   sync.Mutex
+	next int
+	ents [keyMemoSize]keyMemoEntry
+}
+
+type keyMemoEntry struct {
+	req compileRequest // its maps owned by the memo
+	key string
+}
+
+const (
+	keyMemoSize     = 8
+	keyMemoMaxBytes = 64 << 10
+)
+
+// key returns c.key(), from the memo when c was seen lately.
+func (m *keyMemo) key(c *compileRequest) string {
+	if c.size() > keyMemoMaxBytes {
+		return c.key()
+	}
+	m.mu.Lock()
+	for i := range m.ents {
+		if e := &m.ents[i]; e.key != "" && e.req.equal(c) {
+			k := e.key
+			m.mu.Unlock()
+			return k
+		}
+	}
+	m.mu.Unlock()
+	k := c.key()
+	own := compileRequest{source: c.source, filename: c.filename, lang: c.lang, modules: maps.Clone(c.modules)}
+	if c.imports != nil {
+		own.imports = make(map[string][]string, len(c.imports))
+		for spec, names := range c.imports {
+			own.imports[spec] = slices.Clone(names)
+		}
+	}
+	m.mu.Lock()
+	m.ents[m.next] = keyMemoEntry{req: own, key: k}
+	m.next = (m.next + 1) % keyMemoSize
+	m.mu.Unlock()
+	return k
+}
+
+// equal reports whether c and d are the same request: the same texts, and
+// modules and imports with the same entries (nil and empty alike).
+func (c *compileRequest) equal(d *compileRequest) bool {
+	return c.source == d.source && c.filename == d.filename && c.lang == d.lang &&
+		maps.Equal(c.modules, d.modules) && maps.EqualFunc(c.imports, d.imports, slices.Equal)
 }
 
 // compileCache is an LRU of compiled bundles (and link errors) keyed by

@@ -229,6 +229,7 @@ type RunnerOptions struct {
 type Runner struct {
 	opts      RunnerOptions
 	cache     *compileCache
+	keys      keyMemo     // the keys of recent requests
 	pool      *workerPool // workers running code (ModeWorker)
 	compilers *workerPool // workers only compiling (ModeInProcess)
 	closed    atomic.Bool
@@ -686,7 +687,7 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 		return nil, &Error{Name: "SourceTooLarge", Message: fmt.Sprintf("Source too large: the entry source and modules hold %d bytes, over the limit of %d bytes (RunnerOptions.MaxSourceBytes)", n, r.opts.MaxSourceBytes)}
 	}
 	job := &engineJob{entry: ex.Fn, args: args, globals: globals, imports: imports, report: o.Report != nil, maxStack: o.MaxCallStackSize}
-	p := &prepared{job: job, funcs: funcs, memory: o.MemoryLimitBytes, timeout: o.Timeout, req: req, key: req.key(), fname: o.Filename}
+	p := &prepared{job: job, funcs: funcs, memory: o.MemoryLimitBytes, timeout: o.Timeout, req: req, key: r.keys.key(req), fname: o.Filename}
 	var c *compiled
 	if ent, ok := r.cache.get(p.key); ok {
 		if ent.err != nil {
