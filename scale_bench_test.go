@@ -351,6 +351,51 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 	}
 }
 
+// BenchmarkTurnsByGoroutines runs ConcurrentTurns' 10,000 turns on as
+// many goroutines as its name says, each taking an equal share in order:
+// with one goroutine they are the sequential side, with 10,000 the
+// concurrent one. cpu_ns/turn is the process's CPU time a turn cost, the
+// collector's included, and cpus the CPUs kept busy. Comparing the shapes
+// tells what running turns at once costs from what many goroutines cost.
+func BenchmarkTurnsByGoroutines(b *testing.B) {
+	const turns = 10000
+	for _, goroutines := range []int{1, 2, 64, turns} {
+		b.Run(fmt.Sprintf("goroutines=%d", goroutines), func(b *testing.B) {
+			var wall, cpu time.Duration
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				w := newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
+				threads := make([]string, turns)
+				for k := range threads {
+					threads[k] = w.thread(b, 2)
+				}
+				runtime.GC()
+				b.StartTimer()
+				start, c := time.Now(), processCPU()
+				var wg sync.WaitGroup
+				share := turns / goroutines
+				for g := range goroutines {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for _, th := range threads[g*share : (g+1)*share] {
+							w.turn(b, th)
+						}
+					}()
+				}
+				wg.Wait()
+				wall += time.Since(start)
+				cpu += processCPU() - c
+			}
+			b.ReportMetric(float64(b.N*turns)/wall.Seconds(), "turns/s")
+			if cpu > 0 {
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*turns), "cpu_ns/turn")
+				b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpus")
+			}
+		})
+	}
+}
+
 // BenchmarkCollectIdleThreads measures one full collection while the
 // memory store holds 40,000 threads that each took a turn (six messages
 // each): what every cycle of the collector pays to mark a store of idle
