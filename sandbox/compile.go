@@ -188,8 +188,10 @@ func (c *compileRequest) key() string {
 // keyMemo remembers the keys of the last few requests, so that a source
 // run again, the common case, is compared with the one before instead of
 // hashed. A hit needs every part of the request to be equal; requests with
-// more than keyMemoMaxBytes of source are always hashed, which bounds what
-// the memo keeps alive. It is safe for concurrent use.
+// more than keyMemoMaxBytes of text (sources, filename, import names) are
+// always hashed, and the memo keeps copies of the texts (not strings that
+// may share the memory of larger ones), which bounds what it keeps alive.
+// It is safe for concurrent use.
 type keyMemo struct {
 	mu   sync.Mutex
 	next int
@@ -208,7 +210,7 @@ const (
 
 // key returns c.key(), from the memo when c was seen lately.
 func (m *keyMemo) key(c *compileRequest) string {
-	if c.size() > keyMemoMaxBytes {
+	if c.memoSize() > keyMemoMaxBytes {
 		return c.key()
 	}
 	m.mu.Lock()
@@ -221,11 +223,21 @@ func (m *keyMemo) key(c *compileRequest) string {
 	}
 	m.mu.Unlock()
 	k := c.key()
-	own := compileRequest{source: c.source, filename: c.filename, lang: c.lang, modules: maps.Clone(c.modules)}
+	own := compileRequest{source: strings.Clone(c.source), filename: strings.Clone(c.filename), lang: strings.Clone(c.lang)}
+	if c.modules != nil {
+		own.modules = make(map[string]string, len(c.modules))
+		for spec, text := range c.modules {
+			own.modules[strings.Clone(spec)] = strings.Clone(text)
+		}
+	}
 	if c.imports != nil {
 		own.imports = make(map[string][]string, len(c.imports))
 		for spec, names := range c.imports {
-			own.imports[spec] = slices.Clone(names)
+			cp := make([]string, len(names))
+			for i, n := range names {
+				cp[i] = strings.Clone(n)
+			}
+			own.imports[strings.Clone(spec)] = cp
 		}
 	}
 	m.mu.Lock()
@@ -233,6 +245,19 @@ func (m *keyMemo) key(c *compileRequest) string {
 	m.next = (m.next + 1) % keyMemoSize
 	m.mu.Unlock()
 	return k
+}
+
+// memoSize is what a keyMemo entry for c keeps: its size and the bytes of
+// its filename, language and import specifiers and names.
+func (c *compileRequest) memoSize() int {
+	n := c.size() + len(c.filename) + len(c.lang)
+	for spec, names := range c.imports {
+		n += len(spec) + 16*len(names)
+		for _, name := range names {
+			n += len(name)
+		}
+	}
+	return n
 }
 
 // equal reports whether c and d are the same request: the same texts, and

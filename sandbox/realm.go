@@ -3,6 +3,7 @@ package sandbox
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -142,12 +143,36 @@ func realmIdle() time.Duration {
 // one, and asks for more to be made. A realm is handed over through a
 // channel, so no two runs ever share one.
 func takeRealm() (*realm, error) {
-	defer wantRealms()
+	if !oneRealmAhead.Load() {
+		defer wantRealms()
+	}
 	select {
 	case rl := <-readyRealms:
 		return rl, nil
 	default:
 		return newRealm()
+	}
+}
+
+// oneRealmAhead is set in a worker process, which runs one run at a time,
+// each under its own memory limit (applyLimits): realms made by a goroutine
+// of their own would be made while a run is under its limit, up to one a
+// CPU on the first, and charged to it. The worker makes one realm ahead
+// itself instead, between runs (makeRealmAhead), and takeRealm asks for
+// none.
+var oneRealmAhead atomic.Bool
+
+// makeRealmAhead makes a realm for the next run when none is ready, on the
+// calling goroutine.
+func makeRealmAhead() {
+	if len(readyRealms) > 0 {
+		return
+	}
+	if rl, err := newRealm(); err == nil {
+		select {
+		case readyRealms <- rl:
+		default:
+		}
 	}
 }
 

@@ -162,7 +162,7 @@ export default async (g: number, i: number) => { await tick(); return [g, i]; };
 // error for a run that does not settle, when the context ends while Wait
 // polls and when it had ended before.
 func TestWaitPollingHonoursItsContext(t *testing.T) {
-	r := New(&RunnerOptions{Mode: ModeInProcess, SpinWait: time.Hour})
+	r := New(&RunnerOptions{Mode: ModeInProcess, SpinWait: 500 * time.Millisecond})
 	defer r.Close()
 	run := r.Start(testCtx, "export default () => { for (;;) {} };", &Options{Language: LanguageJavaScript})
 	defer run.Terminate("")

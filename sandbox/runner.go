@@ -1026,9 +1026,12 @@ var engineGoroutines = make(chan *engineTask)
 // The slot holds one task, owned by whoever takes it out (Swap, or
 // CompareAndSwap to nil): Start puts a task in, then looks whether any
 // goroutine still polls, and takes the task back if none does and none
-// took it. A goroutine that stops polling leaves the count first, then
-// empties the slot once more, so a task put there while it still counted
-// is taken by it.
+// took it. A polling goroutine only looks at the slot; to take a task, or
+// when its budget is spent, it leaves the count first and then empties the
+// slot, so a task put there while it still counted is taken by it (or by
+// another goroutine that counted then). Taking a task while still counted
+// would not do: Start may put a second task there meanwhile, see the count
+// and leave it, and no goroutine would come for it.
 var enginePolls struct {
 	slot  atomic.Pointer[engineTask]
 	count atomic.Int32 // goroutines polling the slot
@@ -1072,18 +1075,18 @@ func nextEngineTask(budget time.Duration) *engineTask {
 	if budget <= 0 || !enginePolls.rule.poll() {
 		return nil
 	}
-	enginePolls.count.Add(1)
 	var t *engineTask
-	for start := time.Now(); time.Since(start) < budget; runtime.Gosched() {
-		if enginePolls.slot.Load() != nil {
-			if t = enginePolls.slot.Swap(nil); t != nil {
-				break
-			}
+	for start := time.Now(); ; runtime.Gosched() {
+		enginePolls.count.Add(1)
+		for enginePolls.slot.Load() == nil && time.Since(start) < budget {
+			runtime.Gosched()
 		}
-	}
-	enginePolls.count.Add(-1)
-	if t == nil {
-		t = enginePolls.slot.Swap(nil) // put there while this goroutine counted
+		// Leave the count before taking: a task put while this goroutine
+		// counted is in the slot by now, or was taken by another.
+		enginePolls.count.Add(-1)
+		if t = enginePolls.slot.Swap(nil); t != nil || time.Since(start) >= budget {
+			break
+		}
 	}
 	enginePolls.rule.count(t != nil)
 	return t

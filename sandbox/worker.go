@@ -92,6 +92,10 @@ func serveWorker(in *os.File, out io.Writer, ctrl io.Reader, spin time.Duration)
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
+	// Realms are made ahead one at a time, between runs, outside their
+	// memory limits (see oneRealmAhead).
+	oneRealmAhead.Store(true)
+	makeRealmAhead()
 	s := &workerServer{out: &frameWriter{w: out}, cache: newCompileCache(256, DefaultCacheBytes, true)}
 	s.in = newHostFrameReader(newSpinReader(in, spin, s.awaitingResults))
 	if ctrl != nil {
@@ -295,6 +299,7 @@ func (s *workerServer) run(f *frame) error {
 		done.V = o.value
 	}
 	s.send(done)
+	makeRealmAhead() // while the host reads the result
 	return nil
 }
 
