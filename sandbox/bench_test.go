@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/toolrun/toolrun"
 )
 
 func benchRun(b *testing.B, r *Runner, src string, opts *Options) {
@@ -59,6 +61,41 @@ func BenchmarkTrivialInProcess(b *testing.B) {
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu_ns/op")
 		b.ReportMetric(float64(cpu)/float64(baseCPU), "cpu_x_fresh_realm")
 	}
+}
+
+// BenchmarkTrivialCodeRunner runs the trivial program in-process as
+// ThreadState.RunCode does, through the Runner's toolrun.CodeRunner and
+// the CodeRun's Wait. x_start_wait is its time over Start and Wait's,
+// measured in the same rounds: what the adapter adds.
+func BenchmarkTrivialCodeRunner(b *testing.B) {
+	r := New(&RunnerOptions{Mode: ModeInProcess})
+	opts := &Options{Language: LanguageJavaScript}
+	copts := &toolrun.CodeOptions{Language: LanguageJavaScript}
+	ctx := context.Background()
+	run := func() {
+		if res := r.RunCode(ctx, trivialJS, copts).Wait(ctx); res.Status != toolrun.CodeStatusSuccess {
+			b.Fatalf("run failed: %v %v", res.Status, res.Error)
+		}
+	}
+	run()
+	const round = 500
+	var base time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for left := b.N; left > 0; left -= round {
+		n := min(left, round)
+		for i := 0; i < n; i++ {
+			run()
+		}
+		b.StopTimer()
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			benchRun(b, r, trivialJS, opts)
+		}
+		base += time.Since(start)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed())/float64(base), "x_start_wait")
 }
 
 // trivialProg is trivialJS's function as plain goja evaluates it.
