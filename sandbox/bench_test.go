@@ -63,6 +63,24 @@ func BenchmarkTrivialInProcess(b *testing.B) {
 	}
 }
 
+// BenchmarkTrivialInProcessParallel runs the trivial program in-process
+// from 8 goroutines a CPU at once, each starting a run and waiting for it:
+// the CPUs are all taken, where polling for a run or a result can only take
+// CPU from the runs. ns/op is the time per run over all goroutines.
+func BenchmarkTrivialInProcessParallel(b *testing.B) {
+	r := New(&RunnerOptions{Mode: ModeInProcess})
+	opts := &Options{Language: LanguageJavaScript}
+	benchRun(b, r, trivialJS, opts)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			benchRun(b, r, trivialJS, opts)
+		}
+	})
+}
+
 // BenchmarkTrivialCodeRunner runs the trivial program in-process as
 // ThreadState.RunCode does, through the Runner's toolrun.CodeRunner and
 // the CodeRun's Wait. x_start_wait is its time over Start and Wait's,
