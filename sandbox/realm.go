@@ -13,8 +13,9 @@ import (
 // removed, Function and eval replaced by a thrower of EvalError, console
 // defined. No code but this set-up has run in it, and it serves one run
 // only. Most of a trivial run's cost is this set-up, so realms are made
-// ahead of the runs that take them, by goroutines that would otherwise wait
-// (see wantRealms); a run that finds none makes its own.
+// ahead of the runs that take them, on a CPU that would otherwise wait (see
+// wantRealms; a worker process makes its own, see oneRealmAhead); a run
+// that finds none makes its own.
 type realm struct {
 	rt *goja.Runtime
 	// thrower is the function that replaces every entry point to a
