@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/proccpu"
 	"github.com/toolrun/toolrun/provider/scripted"
 	"github.com/toolrun/toolrun/store/sqlite"
 )
@@ -320,15 +321,15 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 			threads[k] = w.thread(b, 2)
 		}
 		runtime.GC() // each side starts from a collected heap
-		start, cpu := time.Now(), processCPU()
+		start, cpu := time.Now(), proccpu.Used()
 		for _, th := range threads[:turns] {
 			w.turn(b, th)
 		}
 		seq += time.Since(start)
-		seqCPU += processCPU() - cpu
+		seqCPU += proccpu.Used() - cpu
 		runtime.GC()
 		b.StartTimer()
-		start, cpu = time.Now(), processCPU()
+		start, cpu = time.Now(), proccpu.Used()
 		var wg sync.WaitGroup
 		for _, th := range threads[turns:] {
 			wg.Add(1)
@@ -339,7 +340,7 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 		}
 		wg.Wait()
 		conc += time.Since(start)
-		concCPU += processCPU() - cpu
+		concCPU += proccpu.Used() - cpu
 	}
 	b.ReportMetric(float64(b.N*turns)/conc.Seconds(), "turns/s")
 	b.ReportMetric(seq.Seconds()/conc.Seconds(), "x_sequential")
@@ -371,7 +372,7 @@ func BenchmarkTurnsByGoroutines(b *testing.B) {
 				}
 				runtime.GC()
 				b.StartTimer()
-				start, c := time.Now(), processCPU()
+				start, c := time.Now(), proccpu.Used()
 				var wg sync.WaitGroup
 				share := turns / goroutines
 				for g := range goroutines {
@@ -385,7 +386,7 @@ func BenchmarkTurnsByGoroutines(b *testing.B) {
 				}
 				wg.Wait()
 				wall += time.Since(start)
-				cpu += processCPU() - c
+				cpu += proccpu.Used() - c
 			}
 			b.ReportMetric(float64(b.N*turns)/wall.Seconds(), "turns/s")
 			if cpu > 0 {

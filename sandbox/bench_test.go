@@ -12,6 +12,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/proccpu"
 )
 
 func benchRun(b *testing.B, r *Runner, src string, opts *Options) {
@@ -42,18 +43,18 @@ func BenchmarkTrivialInProcess(b *testing.B) {
 	b.ResetTimer()
 	for left := b.N; left > 0; left -= round {
 		n := min(left, round)
-		c := processCPU()
+		c := proccpu.Used()
 		for i := 0; i < n; i++ {
 			benchRun(b, r, trivialJS, opts)
 		}
 		b.StopTimer()
-		start, c2 := time.Now(), processCPU()
+		start, c2 := time.Now(), proccpu.Used()
 		cpu += c2 - c
 		for i := 0; i < n; i++ {
 			freshRealm(b, false)
 		}
 		base += time.Since(start)
-		baseCPU += processCPU() - c2
+		baseCPU += proccpu.Used() - c2
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed())/float64(base), "x_fresh_realm")

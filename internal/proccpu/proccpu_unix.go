@@ -1,15 +1,15 @@
 //go:build unix
 
-package toolrun_test
+package proccpu
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time the process has used so far (user and
-// system), or 0 where it cannot be read.
-func processCPU() time.Duration {
+// Used returns the CPU time the process has used so far (user and system),
+// or 0 where it cannot be read.
+func Used() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
