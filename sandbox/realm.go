@@ -166,14 +166,24 @@ var oneRealmAhead atomic.Bool
 // makeRealmAhead makes a realm for the next run when none is ready, on the
 // calling goroutine.
 func makeRealmAhead() {
-	if len(readyRealms) > 0 {
-		return
+	if len(readyRealms) == 0 {
+		addRealm()
 	}
-	if rl, err := newRealm(); err == nil {
-		select {
-		case readyRealms <- rl:
-		default:
-		}
+}
+
+// addRealm makes a realm and puts it in readyRealms. It reports false when
+// the realm could not be made or readyRealms was full (filled by another
+// goroutine meanwhile), and the realm is dropped.
+func addRealm() bool {
+	rl, err := newRealm()
+	if err != nil {
+		return false
+	}
+	select {
+	case readyRealms <- rl:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -204,15 +214,7 @@ func makeRealms() {
 	for {
 		select {
 		case <-realmMaker.wanted:
-			for len(readyRealms) < cap(readyRealms) {
-				rl, err := newRealm()
-				if err != nil {
-					break
-				}
-				select {
-				case readyRealms <- rl:
-				default: // filled by another goroutine meanwhile
-				}
+			for len(readyRealms) < cap(readyRealms) && addRealm() {
 			}
 			t.Reset(realmIdle())
 		case <-t.C:
