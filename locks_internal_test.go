@@ -1,0 +1,89 @@
+package toolrun
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+)
+
+func TestKeyedMutexSerialisesEachKey(t *testing.T) {
+	var k keyedMutex
+	const keys, goroutines, rounds = 5, 16, 200
+	var counts [keys]int // written only under the key's lock
+	var inside [keys]int // holders of each key at once, under the key's lock
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				i := (g + r) % keys
+				key := fmt.Sprintf("thread-%d", i)
+				en := k.lock(key)
+				inside[i]++
+				if inside[i] != 1 {
+					t.Errorf("%s is held by %d goroutines at once", key, inside[i])
+				}
+				counts[i]++
+				runtime.Gosched()
+				inside[i]--
+				k.unlock(key, en)
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	if total != goroutines*rounds {
+		t.Fatalf("%d locked sections ran, want %d", total, goroutines*rounds)
+	}
+	for i := range k.shards {
+		if n := len(k.shards[i].m); n != 0 {
+			t.Errorf("shard %d keeps %d entries after every key was unlocked", i, n)
+		}
+	}
+}
+
+// A shard must not be held while an entry is made: making one can take
+// long, and goroutines locking other keys of the shard would queue behind
+// it.
+func TestKeyedMutexMakesEntriesWithNoShardHeld(t *testing.T) {
+	var k keyedMutex
+	saved := keyedEntries.New
+	defer func() { keyedEntries.New = saved }()
+	made := 0
+	keyedEntries.New = func() any {
+		made++
+		for i := range k.shards {
+			if !k.shards[i].mu.TryLock() {
+				t.Errorf("shard %d is held while a new entry is made", i)
+				continue
+			}
+			k.shards[i].mu.Unlock()
+		}
+		return new(keyedEntry)
+	}
+	runtime.GC()
+	runtime.GC() // empties the pool, its victim cache included
+	const n = 300
+	held := make([]*keyedEntry, n)
+	for i := range held {
+		held[i] = k.lock(fmt.Sprint("thread-", i))
+	}
+	for i, en := range held {
+		k.unlock(fmt.Sprint("thread-", i), en)
+	}
+	if made == 0 {
+		t.Fatal("no entry was made: nothing was checked")
+	}
+}
+
+func TestKeyedShardsDoNotShareACacheLine(t *testing.T) {
+	if s := unsafe.Sizeof(keyedShard{}); s < 64 {
+		t.Fatalf("a keyedShard takes %d bytes: two shards' mutexes can share a 64-byte cache line", s)
+	}
+}
