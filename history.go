@@ -138,7 +138,7 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 		c.keep(page.Messages)
 		if len(page.Messages) > 0 {
-			c.segs = append(c.segs, page.Messages)
+			c.addSeg(page.Messages)
 			c.last = lastSeqOf(page.Messages, c.last)
 			if c.view.clean {
 				c.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
@@ -204,19 +204,50 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 // read them, oldest first, and their perspective. The slices it reads into
 // and builds in come from a pool and go back to it when the turn ends
 // (release): by then no request refers to them (a Provider keeps nothing of
-// a request once its stream has ended).
+// a request once its stream has ended). So do the lists that keep track of
+// them (rowLists).
 type turnRows struct {
 	ok    bool
 	segs  [][]Message
 	last  int64 // the Seq of the newest row read
 	more  bool  // older rows exist that rows leave out
 	view  view  // the perspective of segs
+	lists *rowLists
+}
+
+// rowLists are a turn's lists of slices: its pages (segs), the slices it
+// keeps (owned), and the pool's boxes of the slices it took from the pool,
+// to put them back in. Recycled with their room, so that a turn's
+// bookkeeping allocates nothing once the pool is warm.
+type rowLists struct {
+	segs  [][]Message
 	owned [][]Message
+	boxes []*[]Message
+}
+
+var rowListPool = sync.Pool{New: func() any { return new(rowLists) }}
+
+// listsOf returns the turn's lists, taken from the pool on first use.
+func (c *turnRows) listsOf() *rowLists {
+	if c.lists == nil {
+		c.lists = rowListPool.Get().(*rowLists)
+	}
+	return c.lists
 }
 
 // reset makes page the rows read so far and v their perspective.
 func (c *turnRows) reset(page MessagePage, v view) {
-	c.ok, c.segs, c.last, c.more, c.view = true, [][]Message{page.Messages}, lastSeqOf(page.Messages, 0), page.HasMore, v
+	l := c.listsOf()
+	clear(c.segs)
+	c.segs = append(l.segs[:0], page.Messages)
+	l.segs = c.segs
+	c.ok, c.last, c.more, c.view = true, lastSeqOf(page.Messages, 0), page.HasMore, v
+}
+
+// addSeg adds a page read after the others.
+func (c *turnRows) addSeg(page []Message) {
+	c.segs = append(c.segs, page)
+	c.listsOf().segs = c.segs
 }
 
 // buffer returns an empty slice with room for n messages, from the pool.
@@ -226,7 +257,11 @@ func (c *turnRows) buffer(n int) []Message {
 		return make([]Message, 0, n)
 	}
 	if p, _ := messageBufs[k].Get().(*[]Message); p != nil {
-		return (*p)[:0]
+		s := (*p)[:0]
+		*p = nil
+		l := c.listsOf()
+		l.boxes = append(l.boxes, p)
+		return s
 	}
 	return make([]Message, 0, 1<<k)
 }
@@ -237,25 +272,40 @@ func (c *turnRows) keep(s []Message) {
 	if cap(s) == 0 {
 		return
 	}
-	for i, o := range c.owned {
+	l := c.listsOf()
+	for i, o := range l.owned {
 		if cap(o) > 0 && &o[:1][0] == &s[:1][0] {
 			if len(s) > len(o) {
-				c.owned[i] = s // release clears what was written
+				l.owned[i] = s // release clears what was written
 			}
 			return
 		}
 	}
-	c.owned = append(c.owned, s)
+	l.owned = append(l.owned, s)
 }
 
-// release returns the turn's slices to the pool, cleared.
+// release returns the turn's slices to the pool, cleared, and its lists
+// to theirs.
 func (c *turnRows) release() {
-	for _, s := range c.owned {
-		if k := bits.Len(uint(cap(s))) - 1; k >= minBufBits && k < len(messageBufs) {
-			clear(s) // rows past len were never written
-			s = s[:0]
-			messageBufs[k].Put(&s) // room for 1<<k at least
+	if l := c.lists; l != nil {
+		for _, s := range l.owned {
+			if k := bits.Len(uint(cap(s))) - 1; k >= minBufBits && k < len(messageBufs) {
+				clear(s) // rows past len were never written
+				var box *[]Message
+				if n := len(l.boxes); n > 0 {
+					box, l.boxes = l.boxes[n-1], l.boxes[:n-1]
+				} else {
+					box = new([]Message)
+				}
+				*box = s[:0]
+				messageBufs[k].Put(box) // room for 1<<k at least
+			}
 		}
+		clear(l.owned)
+		clear(l.boxes) // boxes of slices kept past their size's pools
+		clear(l.segs)
+		l.owned, l.boxes, l.segs = l.owned[:0], l.boxes[:0], l.segs[:0]
+		rowListPool.Put(l)
 	}
 	*c = turnRows{}
 }

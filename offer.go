@@ -16,14 +16,9 @@ import (
 // handoff), a provider tool the model lists — and, for a top-level turn of
 // a side with relationships, the lifecycle tools.
 func (rt *Runtime) offer(ctx context.Context, ts *turnState, b *batch) (*toolset, error) {
-	tools := &toolset{gated: true}
-	tools.resolve = func(name, ns string, nested bool) *handler { return rt.resolve(ctx, ts, b, tools, name, ns, nested) }
-	tools.refuse = func(name string) *handler {
-		if ts.relationship(b, name, true) != nil {
-			return notDirectlyCallable(name)
-		}
-		return notOffered(name)
-	}
+	tt := &turnTools{toolset: toolset{gated: true}, rt: rt, ctx: ctx, ts: ts, b: b}
+	tt.names = tt
+	tools := &tt.toolset
 	add := tools.offer
 	if ts.model.Capabilities.NoToolCalls {
 		return tools, nil
@@ -88,6 +83,27 @@ func (rt *Runtime) offer(ctx context.Context, ts *turnState, b *batch) (*toolset
 		add(h)
 	}
 	return tools, nil
+}
+
+// turnTools is the toolset a model request of a turn offers, with what
+// resolving the names it does not offer needs.
+type turnTools struct {
+	toolset
+	rt  *Runtime
+	ctx context.Context
+	ts  *turnState
+	b   *batch
+}
+
+func (tt *turnTools) resolve(name, ns string, nested bool) *handler {
+	return tt.rt.resolve(tt.ctx, tt.ts, tt.b, &tt.toolset, name, ns, nested)
+}
+
+func (tt *turnTools) refuse(name string) *handler {
+	if tt.ts.relationship(tt.b, name, true) != nil {
+		return notDirectlyCallable(name)
+	}
+	return notOffered(name)
 }
 
 // resolve finds the handler of a name the turn did not offer: a call a

@@ -53,24 +53,32 @@ type toolset struct {
 	// list holds the handlers a model request offered by name, in
 	// offering order (Request.Tools).
 	list keyed[string, *handler]
+	// names resolves the names beyond the offered handlers.
+	names resolver
+}
+
+// resolver resolves the names a toolset does not offer. It is an interface
+// rather than two funcs so that a turn's toolset and what its resolver
+// needs are made in one allocation (turnTools).
+type resolver interface {
 	// resolve finds the handler of a name that is not offered, or of any
 	// name when there is no gate. ns is the calling tool's package; nested
 	// says a running tool asked. It never returns nil.
-	resolve func(name, ns string, nested bool) *handler
+	resolve(name, ns string, nested bool) *handler
 	// refuse is the handler of a model call to a name that is not offered.
-	refuse func(name string) *handler
+	refuse(name string) *handler
 }
 
 // forModel resolves the name of a call the model made: an offered tool, or
 // the gate's refusal.
 func (ts *toolset) forModel(name string) *handler {
 	if !ts.gated {
-		return ts.resolve(name, "", false)
+		return ts.names.resolve(name, "", false)
 	}
 	if h := ts.offered(name); h != nil {
 		return h
 	}
-	return ts.refuse(name)
+	return ts.names.refuse(name)
 }
 
 // offered returns the offered handler of name, or nil.
@@ -104,19 +112,28 @@ func (ts *toolset) forTool(name, ns string) *handler {
 			return h
 		}
 	}
-	return ts.resolve(name, ns, true)
+	return ts.names.resolve(name, ns, true)
 }
 
 // registryTools is the toolset of a bare batch: every function tool of the
 // registry, no gate.
 func registryTools(reg *Registry) *toolset {
-	return &toolset{resolve: func(name, ns string, _ bool) *handler {
-		if e := reg.lookup(name, ns); e != nil && e.tool != nil {
-			return e.tool.handler
-		}
-		return notFound(name)
-	}}
+	return &toolset{names: registryNames{reg}}
 }
+
+// registryNames resolves a name to the registry's function tool of that
+// name.
+type registryNames struct{ reg *Registry }
+
+func (r registryNames) resolve(name, ns string, _ bool) *handler {
+	if e := r.reg.lookup(name, ns); e != nil && e.tool != nil {
+		return e.tool.handler
+	}
+	return notFound(name)
+}
+
+// refuse is not called: a bare batch has no gate.
+func (r registryNames) refuse(name string) *handler { return notOffered(name) }
 
 // notFound is the handler of a name nothing answers to.
 func notFound(name string) *handler {
