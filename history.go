@@ -204,40 +204,44 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 // read them, oldest first, and their perspective. The slices it reads into
 // and builds in come from a pool and go back to it when the turn ends
 // (release): by then no request refers to them (a Provider keeps nothing of
-// a request once its stream has ended). So do the lists that keep track of
-// them (rowLists).
+// a request once its stream has ended). So does the rest of what the
+// turn's requests are made of (turnScratch).
 type turnRows struct {
-	ok    bool
-	segs  [][]Message
-	last  int64 // the Seq of the newest row read
-	more  bool  // older rows exist that rows leave out
-	view  view  // the perspective of segs
-	lists *rowLists
+	ok      bool
+	segs    [][]Message
+	last    int64 // the Seq of the newest row read
+	more    bool  // older rows exist that rows leave out
+	view    view  // the perspective of segs
+	scratch *turnScratch
 }
 
-// rowLists are a turn's lists of slices: its pages (segs), the slices it
-// keeps (owned), and the pool's boxes of the slices it took from the pool,
-// to put them back in. Recycled with their room, so that a turn's
-// bookkeeping allocates nothing once the pool is warm.
-type rowLists struct {
+// turnScratch is what a turn's requests are made in besides their rows:
+// the request itself, its tool specs, and the lists that keep track of the
+// rows' slices — its pages (segs), the slices it keeps (owned), and the
+// pool's boxes of the slices it took from the pool, to put them back in.
+// Recycled with their room, so that none of it allocates once the pool is
+// warm.
+type turnScratch struct {
+	req   Request
+	specs []ToolSpec
 	segs  [][]Message
 	owned [][]Message
 	boxes []*[]Message
 }
 
-var rowListPool = sync.Pool{New: func() any { return new(rowLists) }}
+var turnScratches = sync.Pool{New: func() any { return new(turnScratch) }}
 
-// listsOf returns the turn's lists, taken from the pool on first use.
-func (c *turnRows) listsOf() *rowLists {
-	if c.lists == nil {
-		c.lists = rowListPool.Get().(*rowLists)
+// scratchOf returns the turn's scratch, taken from the pool on first use.
+func (c *turnRows) scratchOf() *turnScratch {
+	if c.scratch == nil {
+		c.scratch = turnScratches.Get().(*turnScratch)
 	}
-	return c.lists
+	return c.scratch
 }
 
 // reset makes page the rows read so far and v their perspective.
 func (c *turnRows) reset(page MessagePage, v view) {
-	l := c.listsOf()
+	l := c.scratchOf()
 	clear(c.segs)
 	c.segs = append(l.segs[:0], page.Messages)
 	l.segs = c.segs
@@ -247,7 +251,7 @@ func (c *turnRows) reset(page MessagePage, v view) {
 // addSeg adds a page read after the others.
 func (c *turnRows) addSeg(page []Message) {
 	c.segs = append(c.segs, page)
-	c.listsOf().segs = c.segs
+	c.scratchOf().segs = c.segs
 }
 
 // buffer returns an empty slice with room for n messages, from the pool.
@@ -259,7 +263,7 @@ func (c *turnRows) buffer(n int) []Message {
 	if p, _ := messageBufs[k].Get().(*[]Message); p != nil {
 		s := (*p)[:0]
 		*p = nil
-		l := c.listsOf()
+		l := c.scratchOf()
 		l.boxes = append(l.boxes, p)
 		return s
 	}
@@ -272,7 +276,7 @@ func (c *turnRows) keep(s []Message) {
 	if cap(s) == 0 {
 		return
 	}
-	l := c.listsOf()
+	l := c.scratchOf()
 	for i, o := range l.owned {
 		if cap(o) > 0 && &o[:1][0] == &s[:1][0] {
 			if len(s) > len(o) {
@@ -284,10 +288,10 @@ func (c *turnRows) keep(s []Message) {
 	l.owned = append(l.owned, s)
 }
 
-// release returns the turn's slices to the pool, cleared, and its lists
+// release returns the turn's slices to the pool, cleared, and its scratch
 // to theirs.
 func (c *turnRows) release() {
-	if l := c.lists; l != nil {
+	if l := c.scratch; l != nil {
 		for _, s := range l.owned {
 			if k := bits.Len(uint(cap(s))) - 1; k >= minBufBits && k < len(messageBufs) {
 				clear(s) // rows past len were never written
@@ -304,8 +308,10 @@ func (c *turnRows) release() {
 		clear(l.owned)
 		clear(l.boxes) // boxes of slices kept past their size's pools
 		clear(l.segs)
-		l.owned, l.boxes, l.segs = l.owned[:0], l.boxes[:0], l.segs[:0]
-		rowListPool.Put(l)
+		clear(l.specs[:cap(l.specs)])
+		l.owned, l.boxes, l.segs, l.specs = l.owned[:0], l.boxes[:0], l.segs[:0], l.specs[:0]
+		l.req = Request{}
+		turnScratches.Put(l)
 	}
 	*c = turnRows{}
 }

@@ -7,18 +7,23 @@ import (
 
 // buildRequest assembles the next model request of a turn: the prompt's
 // text with the thread's arguments, the tools the request offers, and the
-// history the prompt includes as the acting side sees it.
+// history the prompt includes as the acting side sees it. The request is
+// made in the turn's scratch, which its next request reuses: the provider
+// keeps nothing of one once its stream has ended.
 func (rt *Runtime) buildRequest(ctx context.Context, ts *turnState, tools *toolset) (*Request, error) {
 	args := ts.th.Arguments
-	req := &Request{
+	sc := ts.rows.scratchOf()
+	req := &sc.req
+	*req = Request{
 		Model:             ts.model.ID,
 		ThreadID:          ts.th.ID,
 		System:            interpolate(ts.prompt.Text, args),
 		ToolChoice:        ts.prompt.ToolChoice,
 		ParallelToolCalls: ts.prompt.ParallelToolCalls,
 	}
-	if req.Tools = tools.specs(); req.Tools == nil {
-		req.ToolChoice = ""
+	sc.specs = tools.specsInto(sc.specs)
+	if req.Tools = sc.specs; len(req.Tools) == 0 {
+		req.Tools, req.ToolChoice = nil, ""
 	}
 	msgs, err := rt.history(ctx, ts)
 	if err != nil {

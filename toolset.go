@@ -92,14 +92,21 @@ func (ts *toolset) offer(h *handler) { ts.list.add(h.name, h) }
 
 // specs returns the offered handlers' specs, as a request sends them: a
 // slice of the request's own; nil when nothing is offered.
-func (ts *toolset) specs() []ToolSpec {
+func (ts *toolset) specs() []ToolSpec { return ts.specsInto(nil) }
+
+// specsInto is specs written over buf's array when it has room: buf[:0]
+// with the specs appended.
+func (ts *toolset) specsInto(buf []ToolSpec) []ToolSpec {
 	hs := ts.list.entries
 	if len(hs) == 0 {
-		return nil
+		return buf[:0]
 	}
-	out := make([]ToolSpec, len(hs))
-	for i, e := range hs {
-		out[i] = e.val.spec
+	out := buf[:0]
+	if cap(out) < len(hs) {
+		out = make([]ToolSpec, 0, len(hs))
+	}
+	for _, e := range hs {
+		out = append(out, e.val.spec)
 	}
 	return out
 }
