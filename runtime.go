@@ -256,8 +256,19 @@ type Reply struct {
 // cancelled ctx, a crash of the process — retry with Resume, which goes on
 // from what is stored; calling Send again would store the message twice.
 func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, error) {
-	return rt.send(ctx, threadID, &Message{Role: RoleUser, Content: text})
+	// A store keeps nothing of the messages it appends, and nothing else
+	// refers to this one: it is recycled.
+	m := userMessages.Get().(*Message)
+	*m = Message{Role: RoleUser, Content: text}
+	defer func() {
+		*m = Message{}
+		userMessages.Put(m)
+	}()
+	return rt.send(ctx, threadID, m)
 }
+
+// userMessages recycles the messages Send appends.
+var userMessages = sync.Pool{New: func() any { return new(Message) }}
 
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
 	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
