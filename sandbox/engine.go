@@ -521,6 +521,10 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	if ex != nil {
 		out.Message = "uncaught exception"
 	}
+	if clean, ok := primitiveMessage(out.Message); ok {
+		out.Stack = strings.Replace(out.Stack, out.Message, clean, 1)
+		out.Message = clean
+	}
 	// The texts are the code's to choose: cut them before working on them,
 	// and again after mapping positions, which may lengthen the stack.
 	capError(out)
@@ -545,6 +549,19 @@ func (e *engine) rejected(v goja.Value) *outcome {
 		out.Message = fmt.Sprintf("Line %d of %s: %s", out.Line, out.Filename, out.Message)
 	}
 	return &outcome{status: classify(out), err: capError(out)}
+}
+
+// primitiveMessage returns the text to show for the message of the
+// TypeError goja throws when an object has no usable valueOf or toString
+// (a null-prototype object in a string, say): goja writes the object's Go
+// value into it, host memory addresses included ("Could not convert
+// &{Object 0x… …} to primitive"). It reports false for any other message.
+func primitiveMessage(msg string) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, "Could not convert &{")
+	if !ok || !strings.HasSuffix(rest, " to primitive") {
+		return "", false
+	}
+	return "Cannot convert object to primitive value", true
 }
 
 var memoryRE = regexp.MustCompile(`(?i)out of memory|heap|allocation failed|memory limit`)

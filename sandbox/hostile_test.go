@@ -712,3 +712,39 @@ func heapAfterGC() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// TestTypeErrorsShowNoGoValues: goja writes an object's Go value, host
+// memory addresses included, into the TypeError for an object it cannot
+// turn into a primitive; the error a run ends with shows the standard
+// text instead.
+func TestTypeErrorsShowNoGoValues(t *testing.T) {
+	sources := []string{
+		`export default () => "" + Object.create(null);`,
+		`export default () => String(Object.create(null));`,
+		"export default () => `${Object.create(null)}`;",
+		`export default () => [Object.create(null)].join();`,
+		`export default () => Object.create(null) < 1;`,
+		`export default () => { const o = {a: {b: 1}}; o.toString = o.valueOf = null; return "" + o; };`,
+	}
+	bothModes(t, func(t *testing.T, r *Runner) {
+		for _, src := range sources {
+			res := runCode(t, r, src, nil)
+			requireStatus(t, res, StatusError)
+			assert.Equal(t, "TypeError", res.Error.Name, src)
+			assert.Contains(t, res.Error.Message, "Cannot convert object to primitive value", src)
+			for _, text := range []string{res.Error.Message, res.Error.Stack} {
+				for _, bad := range []string{"0x", "&{", "goja", "Could not convert"} {
+					assert.NotContains(t, text, bad, "%s: %q", src, text)
+				}
+			}
+		}
+	})
+}
+
+func TestPrimitiveMessageLeavesOtherTextsAlone(t *testing.T) {
+	for _, msg := range []string{"", "Could not convert", "Could not convert x to primitive", "Could not convert &{ to primitive value", "Value is not a constructor"} {
+		if got, ok := primitiveMessage(msg); ok {
+			t.Errorf("primitiveMessage(%q) = %q, true; want it left alone", msg, got)
+		}
+	}
+}
