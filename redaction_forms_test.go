@@ -3,7 +3,9 @@ package toolrun_test
 import (
 	"bytes"
 	"context"
+	"encoding/base32"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -52,6 +54,10 @@ func secretForms() map[string]string {
 		"base64":               base64.StdEncoding.EncodeToString([]byte(trickySecret)),
 		"base64, URL-safe":     base64.RawURLEncoding.EncodeToString([]byte("x" + trickySecret)),
 		"HTTP Basic":           "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
+		"hex":                  hex.EncodeToString([]byte(trickySecret)),
+		"hex, upper case":      strings.ToUpper(hex.EncodeToString([]byte(trickySecret))),
+		"base32":               base32.StdEncoding.EncodeToString([]byte("ab" + trickySecret)),
+		"base32, lower case":   strings.ToLower(base32.StdEncoding.EncodeToString([]byte(trickySecret + "!"))),
 		"HTML":                 html.EscapeString(trickySecret),
 		"HTML, &quot;":         strings.ReplaceAll(html.EscapeString(trickySecret), "&#34;", "&quot;"),
 	}

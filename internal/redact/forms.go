@@ -1,7 +1,9 @@
 package redact
 
 import (
+	"encoding/base32"
 	"encoding/base64"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"unicode/utf16"
@@ -29,10 +31,13 @@ import (
 //	                      (\u0026amp;)
 //	base64                see encodedForms                     HTTP Basic auth, tokens and
 //	                                                           files sent base64-encoded
+//	hex, base32           see encodedForms                     digests and dumps of bytes,
+//	                                                           TOTP seeds, DNS labels
 //
-// Not covered: other binary-to-text encodings (hex, base32), base64 broken
-// into lines (MIME) or of a secret shorter than minEncodedLen bytes, base64
-// then percent-encoded or JSON-escaped (%2B, \/), HTML numeric entities for
+// Not covered: other binary-to-text encodings (ascii85, base32hex,
+// Crockford's base32), encodings broken into lines (MIME) or of a secret shorter than
+// minEncodedLen bytes, base64 then percent-encoded or JSON-escaped (%2B,
+// \/), hex with separators (de:ad:be:ef), HTML numeric entities for
 // other characters (&#60; for <), HTML in JSON written by other encoders
 // than encoding/json, JSON escaped three
 // or more times, URL encoding applied twice or mixed with JSON escaping,
@@ -335,36 +340,67 @@ func isAlnum(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
-// minEncodedLen is the length in bytes of the shortest secret whose base64
-// forms are looked for: from 7 bytes on, each form is at least 8
-// characters, which ordinary base64 text matches by chance once in 64^8.
+// minEncodedLen is the length in bytes of the shortest secret whose
+// encoded forms are looked for: from 7 bytes on, each form is at least 8
+// characters, which ordinary base64 text matches by chance once in 64^8
+// (base32 text once in 32^11, hex once in 16^14).
 const minEncodedLen = 7
 
-// encodedForms returns the forms value takes inside base64 text, in the
-// standard and the URL-safe alphabet, distinct and not among have. Inside
-// a longer encoded text, value starts 0, 1 or 2 bytes into a group of
-// three, and in each case only the characters made of its bits alone are
-// certain: those are the form (so "Basic " + base64("user:" + value) holds
-// the form for an offset of 2). The one or two characters at each end that
-// mix its bits with its neighbours' are left as they are.
+// groupEncoding is a binary-to-text encoding that writes groups of bytes as
+// characters of bits bits each: a secret inside a longer encoded text
+// starts 0 to group-1 bytes into a group.
+type groupEncoding struct {
+	encode func([]byte) string
+	bits   int
+	group  int
+	lower  bool // also look for the form in lower case
+}
+
+var groupEncodings = []groupEncoding{
+	{base64.RawStdEncoding.EncodeToString, 6, 3, false},
+	{base64.RawURLEncoding.EncodeToString, 6, 3, false},
+	// RFC 4648 base32: upper case as written by most encoders, lower case
+	// as in DNS labels and some libraries.
+	{base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString, 5, 5, true},
+}
+
+// encodedForms returns the forms value takes inside encoded text — base64
+// in the standard and the URL-safe alphabet, base32 in upper and lower
+// case, and hex in lower and upper case — distinct and not
+// among have. Inside a longer base64 or base32 text, value starts some
+// bytes into a group (0 to 2 for base64, 0 to 4 for base32), and in each
+// case only the characters made of its bits alone are certain: those are
+// the form (so "Basic " + base64("user:" + value) holds the form for an
+// offset of 2). The character or two at each end that mix its bits with its
+// neighbours' are left as they are. Hex has no groups: each byte is two
+// characters of its own.
 func encodedForms(value string, have []string) []string {
 	if len(value) < minEncodedLen {
 		return nil
 	}
 	var out []string
-	buf := make([]byte, 2+len(value))
-	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
-		for k := 0; k < 3; k++ {
+	add := func(f string) {
+		if !slices.Contains(have, f) && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	buf := make([]byte, 4+len(value))
+	for _, enc := range groupEncodings {
+		for k := 0; k < enc.group; k++ {
 			clear(buf[:k])
 			copy(buf[k:], value)
-			e := enc.EncodeToString(buf[:k+len(value)])
-			// Character i holds bits [6i, 6i+6) of the input; value's bits
-			// are [8k, 8k+8n).
-			f := e[(8*k+5)/6 : 8*(k+len(value))/6]
-			if !slices.Contains(have, f) && !slices.Contains(out, f) {
-				out = append(out, f)
+			e := enc.encode(buf[:k+len(value)])
+			// Character i holds bits [b·i, b·i+b) of the input; value's
+			// bits are [8k, 8k+8n).
+			f := e[(8*k+enc.bits-1)/enc.bits : 8*(k+len(value))/enc.bits]
+			add(f)
+			if enc.lower {
+				add(strings.ToLower(f))
 			}
 		}
 	}
+	h := hex.EncodeToString([]byte(value))
+	add(h)
+	add(strings.ToUpper(h))
 	return out
 }

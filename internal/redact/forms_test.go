@@ -2,7 +2,9 @@ package redact
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -460,8 +462,58 @@ func TestBase64FormsAreRedacted(t *testing.T) {
 	}
 }
 
+// TestHexAndBase32FormsAreRedacted: a secret in hex, lower or upper case,
+// is redacted whole; inside base32 text, upper or lower case,
+// padded or not, at any offset and with anything after it, it loses every
+// character made of its bits alone, and only those. A secret shorter than
+// minEncodedLen bytes is left alone in both.
+func TestHexAndBase32FormsAreRedacted(t *testing.T) {
+	secrets := append([]string{"plainAlnum1234", "seven77"}, trickySecrets...)
+	encs := map[string]func([]byte) string{
+		"std":       base32.StdEncoding.EncodeToString,
+		"raw std":   base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString,
+		"lower std": func(b []byte) string { return strings.ToLower(base32.StdEncoding.EncodeToString(b)) },
+		"lower raw": func(b []byte) string {
+			return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+		},
+	}
+	for _, secret := range secrets {
+		if len(secret) < minEncodedLen {
+			continue
+		}
+		r, _ := New([]Secret{{"S", secret}})
+		for _, h := range []string{hex.EncodeToString([]byte(secret)), strings.ToUpper(hex.EncodeToString([]byte(secret)))} {
+			text := "sha=" + h + "; digest=00ff" + h + "ff00."
+			want := "sha=" + testPlaceholder + "; digest=00ff" + testPlaceholder + "ff00."
+			if got := r.String(text); got != want {
+				t.Errorf("hex of %q:\n got %q\nwant %q", secret, got, want)
+			}
+		}
+		for encName, enc := range encs {
+			for _, prefix := range []string{"", "u", "us", "use", "user", "user:"} {
+				for _, suffix := range []string{"", "!", "?!", "?!#", "?!#$"} {
+					e := enc([]byte(prefix + secret + suffix))
+					lo, hi := (8*len(prefix)+4)/5, 8*(len(prefix)+len(secret))/5
+					text := "otpauth secret=" + e + " end"
+					want := "otpauth secret=" + e[:lo] + testPlaceholder + e[hi:] + " end"
+					if got := r.String(text); got != want {
+						t.Errorf("base32 %s, %q before, %q after %q:\n got %q\nwant %q", encName, prefix, suffix, secret, got, want)
+					}
+				}
+			}
+		}
+	}
+	short := "six666"
+	r, _ := New([]Secret{{"S", short}})
+	for _, text := range []string{hex.EncodeToString([]byte(short)), base32.StdEncoding.EncodeToString([]byte(short))} {
+		if got := r.String(text); got != text {
+			t.Errorf("a %d-byte secret's encoded form was redacted: %q", len(short), got)
+		}
+	}
+}
+
 // TestOneSecretIsScannedWithIndexByte: the pairs of one secret's value
-// and of its base64 forms start with few enough distinct bytes that the
+// and of its encoded forms start with few enough distinct bytes that the
 // scan looks for them with strings.IndexByte (machine.preFew), as it did
 // before base64 forms brought pairs of their own.
 func TestOneSecretIsScannedWithIndexByte(t *testing.T) {

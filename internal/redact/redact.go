@@ -130,12 +130,10 @@ func New(secrets []Secret) (r *Redactor, skipped []string) {
 				pairs = append(pairs, [2]byte{f[0], f[1]})
 			}
 		}
-		// The value's own bytes are not in its base64 forms: each brings
+		// The value's own bytes are not in its encoded forms: each brings
 		// a pair of its own.
 		enc := encodedForms(sec.Value, fs)
-		for _, f := range enc {
-			pairs = append(pairs, anchorAmong(f, pairs))
-		}
+		pairs = append(pairs, pairsAmong(enc, pairs)...)
 		fs = append(fs, enc...)
 		for _, f := range fs {
 			if !seen[f] {
@@ -571,30 +569,89 @@ func anchor(value string) ([2]byte, bool) {
 	return best, best[0] != 0
 }
 
-// anchorAmong returns the prefilter pair for form f, which has no pair of
-// the secret's value: the best of its pairs that starts with the first byte
-// of one in pairs, when it has one, and otherwise its anchor or its first
-// two bytes. The fewer first bytes the pairs have, the faster the scan
-// finds them (see machine.preFew).
-func anchorAmong(f string, pairs [][2]byte) [2]byte {
+// pairsAmong returns a prefilter pair for each of forms, which have no
+// pair of the secret's value, starting with as few bytes beyond the first
+// bytes of pairs as it can: the fewer first bytes the pairs have, the
+// faster the scan finds them (see machine.preFew). A form takes its pair
+// of letters and digits whose first byte is already chosen, the one whose
+// second byte is the least common; when none of the forms left has one, a
+// first byte is chosen for as many of them, and as rare, as can be (a
+// greedy weighted set cover). A form without two adjacent letters or
+// digits gets its first two bytes.
+func pairsAmong(forms []string, pairs [][2]byte) [][2]byte {
+	var chosen [256]bool
+	for _, p := range pairs {
+		chosen[p[0]] = true
+	}
+	out := make([][2]byte, len(forms))
+	left := make([]int, 0, len(forms))
+	for i, f := range forms {
+		if _, ok := anchor(f); ok {
+			left = append(left, i)
+		} else {
+			out[i] = [2]byte{f[0], f[1]}
+		}
+	}
+	for len(left) > 0 {
+		rest := left[:0]
+		for _, i := range left {
+			if p, ok := rarestPairFrom(forms[i], &chosen); ok {
+				out[i] = p
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		left = rest
+		if len(left) == 0 {
+			break
+		}
+		var count [256]int
+		for _, i := range left {
+			var starts [256]bool
+			f := forms[i]
+			for k := 0; k+1 < len(f); k++ {
+				if isAlnum(f[k]) && isAlnum(f[k+1]) {
+					starts[f[k]] = true
+				}
+			}
+			for c, ok := range starts {
+				if ok {
+					count[c]++
+				}
+			}
+		}
+		// Each byte chosen is a stop wherever it occurs in the text: weigh
+		// the forms it covers by how rare it is (its place in byFrequency,
+		// roughly the inverse of its frequency).
+		best, bestScore := -1, 0
+		for c := range count {
+			if count[c] == 0 {
+				continue
+			}
+			if score := count[c] * (strings.IndexByte(byFrequency, byte(c)) + 1); score > bestScore {
+				best, bestScore = c, score
+			}
+		}
+		chosen[best] = true
+	}
+	return out
+}
+
+// rarestPairFrom returns f's pair of letters and digits that starts with a
+// chosen byte and has the least common second byte.
+func rarestPairFrom(f string, chosen *[256]bool) ([2]byte, bool) {
 	var best [2]byte
 	score := -1
 	for i := 0; i+1 < len(f); i++ {
 		c0, c1 := f[i], f[i+1]
-		if !isAlnum(c0) || !isAlnum(c1) || !slices.ContainsFunc(pairs, func(p [2]byte) bool { return p[0] == c0 }) {
+		if !isAlnum(c0) || !isAlnum(c1) || !chosen[c0] {
 			continue
 		}
 		if s := strings.IndexByte(byFrequency, c1); s > score {
 			best, score = [2]byte{c0, c1}, s
 		}
 	}
-	if score >= 0 {
-		return best
-	}
-	if p, ok := anchor(f); ok {
-		return p
-	}
-	return [2]byte{f[0], f[1]}
+	return best, score >= 0
 }
 
 // byFrequency lists the ASCII letters and digits from the most to the least
