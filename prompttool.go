@@ -3,6 +3,7 @@ package toolrun
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -65,7 +66,9 @@ func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c call, p *
 		}
 	}
 	if init := rt.initMessage(ctx, ts.th.ID, cfg, argMap); init != nil {
-		req.Messages = append(req.Messages, *init)
+		// Into an array of its own: the history's room past its end is the
+		// turn's pooled view's, or the history filter's slice.
+		req.Messages = append(slices.Clip(req.Messages), *init)
 	}
 
 	ts.total.Add(1)

@@ -194,3 +194,36 @@ func TestPromptToolEntryFromDataRefusesRelationshipKeys(t *testing.T) {
 	_, err = toolrun.PromptToolFromMap(map[string]any{"name": "helper", "bogus": 1})
 	assert.ErrorContains(t, err, `unknown key "bogus"`)
 }
+
+// A sub-prompt that includes the chat adds its init message to a copy of
+// the history: nothing is written past the end of the slice a history
+// filter returned (nor of the turn's pooled view).
+func TestPromptToolInitMessageWritesIntoNoHistorySlice(t *testing.T) {
+	var kept []toolrun.Message // the filter's own slice, with room to spare
+	summarizer := &toolrun.Prompt{Name: "summarizer", Model: "m", ToolDescription: "Summarize text", Text: "Summarize",
+		RequiredSchema: toolrun.SchemaFrom[summaryArgs](), IncludeChat: true,
+		History: toolrun.Window{Filter: func(ctx context.Context, threadID string, history []toolrun.Message) ([]toolrun.Message, error) {
+			kept = make([]toolrun.Message, len(history), len(history)+8)
+			copy(kept, history)
+			return kept, nil
+		}}}
+	main := triagePrompt()
+	main.Tools = append(main.Tools, &toolrun.SubpromptConfig{Name: "summarizer", InitUserMessageProperty: "text"})
+	w := newWorld(t, main, toolrun.Side{}, summarizer)
+	w.p.Add(
+		scripted.Calls(scripted.Call("summarizer", map[string]any{"text": "long text"})),
+		scripted.Text("Summary: short."),
+		scripted.Text("The summary is short."),
+	)
+	_, err := w.rt.Send(context.Background(), w.thread(t), "summarize")
+	require.NoError(t, err)
+	reqs := w.p.Requests()
+	require.Len(t, reqs, 3)
+	sub := reqs[1].Messages
+	require.NotEmpty(t, sub)
+	assert.Equal(t, "long text", sub[len(sub)-1].Content, "the init message ends the sub-prompt's request")
+	require.NotNil(t, kept)
+	for i, m := range kept[len(kept):cap(kept)] {
+		assert.Zero(t, m, "the filter's slice was written %d past its length", i)
+	}
+}
