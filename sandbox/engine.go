@@ -521,10 +521,7 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	if ex != nil {
 		out.Message = "uncaught exception"
 	}
-	if clean, ok := primitiveMessage(out.Message); ok {
-		out.Stack = strings.Replace(out.Stack, out.Message, clean, 1)
-		out.Message = clean
-	}
+	out.Message, out.Stack = withoutGoValues(out.Message), withoutGoValues(out.Stack)
 	// The texts are the code's to choose: cut them before working on them,
 	// and again after mapping positions, which may lengthen the stack.
 	capError(out)
@@ -551,17 +548,42 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	return &outcome{status: classify(out), err: capError(out)}
 }
 
-// primitiveMessage returns the text to show for the message of the
-// TypeError goja throws when an object has no usable valueOf or toString
-// (a null-prototype object in a string, say): goja writes the object's Go
-// value into it, host memory addresses included ("Could not convert
-// &{Object 0x… …} to primitive"). It reports false for any other message.
-func primitiveMessage(msg string) (string, bool) {
-	rest, ok := strings.CutPrefix(msg, "Could not convert &{")
-	if !ok || !strings.HasSuffix(rest, " to primitive") {
-		return "", false
+// goValueMark starts the text goja writes into the TypeError it throws when
+// an object has no usable valueOf or toString (a null-prototype object in a
+// string, say): "Could not convert &{Object 0x… …} (*goja.baseObject) to
+// primitive", the object's Go value with host memory addresses.
+const (
+	goValueMark = "Could not convert &{"
+	goValueEnd  = " to primitive"
+	// primitiveText is what such a text becomes: the standard wording.
+	primitiveText = "Cannot convert object to primitive value"
+)
+
+// withoutGoValues returns s with each of goja's texts of a Go value
+// replaced by the standard wording. Code can catch such an error and pass
+// its text on (return it, log it, report it, throw it again inside its own
+// message), so every text leaving the sandbox goes through here: the run's
+// error, exported strings and logged texts. A text cut before its end loses
+// everything from the mark on.
+func withoutGoValues(s string) string {
+	i := strings.Index(s, goValueMark)
+	if i < 0 {
+		return s
 	}
-	return "Cannot convert object to primitive value", true
+	var b strings.Builder
+	for i >= 0 {
+		b.WriteString(s[:i])
+		b.WriteString(primitiveText)
+		rest := s[i+len(goValueMark):]
+		j := strings.Index(rest, goValueEnd)
+		if j < 0 {
+			return b.String()
+		}
+		s = rest[j+len(goValueEnd):]
+		i = strings.Index(s, goValueMark)
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 var memoryRE = regexp.MustCompile(`(?i)out of memory|heap|allocation failed|memory limit`)
@@ -765,7 +787,7 @@ func (e *engine) logText(a goja.Value) string {
 	if o, ok := a.(*goja.Object); ok && ex != nil {
 		return "[object " + o.ClassName() + "]"
 	}
-	return s
+	return withoutGoValues(s)
 }
 
 func (e *engine) doReport(a goja.Value) {
@@ -1044,7 +1066,7 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		case bool:
 			return val, x.charge(costScalar)
 		case string:
-			return val, x.charge(costString + int64(len(val)))
+			return withoutGoValues(val), x.charge(costString + int64(len(val)))
 		case int64:
 			return float64(val), x.charge(costScalar)
 		case float64:

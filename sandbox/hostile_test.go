@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -741,10 +742,66 @@ func TestTypeErrorsShowNoGoValues(t *testing.T) {
 	})
 }
 
-func TestPrimitiveMessageLeavesOtherTextsAlone(t *testing.T) {
-	for _, msg := range []string{"", "Could not convert", "Could not convert x to primitive", "Could not convert &{ to primitive value", "Value is not a constructor"} {
-		if got, ok := primitiveMessage(msg); ok {
-			t.Errorf("primitiveMessage(%q) = %q, true; want it left alone", msg, got)
+func TestWithoutGoValues(t *testing.T) {
+	dump := "Could not convert &{Object 0xc000123456 <nil> true map[] [] 0 0 <nil> map[]} (*goja.baseObject) to primitive"
+	for in, want := range map[string]string{
+		"":                                 "",
+		"Could not convert x to primitive": "Could not convert x to primitive",
+		"Value is not a constructor":       "Value is not a constructor",
+		dump:                               primitiveText,
+		"TypeError: " + dump + "\n\tat f (x.js:1:2)": "TypeError: " + primitiveText + "\n\tat f (x.js:1:2)",
+		"a " + dump + " b " + dump + " c":            "a " + primitiveText + " b " + primitiveText + " c",
+		"cut: " + dump[:30]:                          "cut: " + primitiveText,
+	} {
+		if got := withoutGoValues(in); got != want {
+			t.Errorf("withoutGoValues(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestCaughtTypeErrorsShowNoGoValues: code that catches such an error and
+// passes its text on, as its value, in a log or report, to a host
+// function, or inside an error of its own, passes the standard wording.
+func TestCaughtTypeErrorsShowNoGoValues(t *testing.T) {
+	const catch = `let text = ""; try { "" + Object.create(null); } catch (e) { text = e.message; }`
+	bothModes(t, func(t *testing.T, r *Runner) {
+		var hostGot []string
+		var mu sync.Mutex
+		opts := &Options{Imports: map[string]map[string]any{"host": {"send": HostFunc(func(ctx context.Context, args []any) (any, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			hostGot = append(hostGot, fmt.Sprint(args...))
+			return nil, nil
+		})}}, Report: func(v any) {
+			mu.Lock()
+			defer mu.Unlock()
+			hostGot = append(hostGot, fmt.Sprint(v))
+		}}
+		res := runCode(t, r, `import {send} from "host";
+export default async () => {
+  `+catch+`
+  let err;
+  try { "" + Object.create(null); } catch (e) { err = e; }
+  console.log(err);
+  console.log(String(err), {m: text});
+  report({text, stack: String(err.stack)});
+  await send(text.slice(0, 40));
+  return [text, String(err)];
+};`, opts)
+		requireStatus(t, res, StatusSuccess)
+		texts := append([]string{fmt.Sprint(res.Value)}, hostGot...)
+		for _, l := range res.Logs {
+			texts = append(texts, fmt.Sprint(l.Args...))
+		}
+		require.Len(t, texts, 5, "the value, the report, the host call and two logs")
+		for _, s := range texts {
+			assert.NotContains(t, s, "0x", s)
+			assert.NotContains(t, s, "&{", s)
+			assert.Contains(t, s, primitiveText, s)
+		}
+		res = runCode(t, r, `export default () => { `+catch+` throw new TypeError("wrapped: " + text); };`, nil)
+		requireStatus(t, res, StatusError)
+		assert.Contains(t, res.Error.Message, "wrapped: "+primitiveText)
+		assert.NotContains(t, res.Error.Message+res.Error.Stack, "0x")
+	})
 }
