@@ -805,3 +805,45 @@ export default async () => {
 		assert.NotContains(t, res.Error.Message+res.Error.Stack, "0x")
 	})
 }
+
+// TestRemovedBuiltinsFailTheConversionCleanly: code that removes or
+// replaces Map.prototype.set, Set.prototype.add or Uint8Array with
+// something that is not a function, before a host function answers with a
+// Map, a Set or bytes, gets an error naming what is missing from the call;
+// it used to end the run with a Go panic ("sandbox engine panic"). Code
+// that replaces them with functions of its own has them called.
+func TestRemovedBuiltinsFailTheConversionCleanly(t *testing.T) {
+	imports := map[string]map[string]any{"host": {
+		"m": HostFunc(func(ctx context.Context, args []any) (any, error) { return Map{{Key: "a", Value: 1.0}}, nil }),
+		"s": HostFunc(func(ctx context.Context, args []any) (any, error) { return Set{"b"}, nil }),
+		"b": HostFunc(func(ctx context.Context, args []any) (any, error) { return []byte{1, 2}, nil }),
+	}}
+	bothModes(t, func(t *testing.T, r *Runner) {
+		for _, c := range []struct{ spoil, call, want string }{
+			{`Map.prototype.set = 1;`, "m", "Map.prototype.set is not a function"},
+			{`delete Map.prototype.set;`, "m", "Map.prototype.set is not a function"},
+			{`Set.prototype.add = null;`, "s", "Set.prototype.add is not a function"},
+			{`delete Set.prototype.add;`, "s", "Set.prototype.add is not a function"},
+			{`Map.prototype.set = function () { throw new Error("own set"); };`, "m", "own set"},
+			{`delete globalThis.Uint8Array;`, "b", "not transferable (typed array Uint8Array)"},
+		} {
+			res := runCode(t, r, `import {m, s, b} from "host";
+export default async () => {
+  `+c.spoil+`
+  try { await `+c.call+`(); return "no error"; } catch (e) { return String(e); }
+};`, &Options{Imports: imports})
+			requireStatus(t, res, StatusSuccess)
+			assert.Contains(t, res.Value, c.want, c.spoil)
+		}
+		res := runCode(t, r, `import {m} from "host";
+let calls = 0;
+const set = Map.prototype.set;
+export default async () => {
+  Map.prototype.set = function (k, v) { calls++; return set.call(this, k, v); };
+  const v = await m();
+  return [v.get("a"), calls];
+};`, &Options{Imports: imports})
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, []any{1.0, 1.0}, res.Value)
+	})
+}
