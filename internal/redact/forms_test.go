@@ -440,18 +440,7 @@ func TestBase64FormsAreRedacted(t *testing.T) {
 		}
 		r, _ := New([]Secret{{"S", secret}})
 		for encName, enc := range encs {
-			for _, prefix := range []string{"", "u", "us", "user:", "Bearer-"} {
-				for _, suffix := range []string{"", "!", "?!", "?!#"} {
-					e := enc.EncodeToString([]byte(prefix + secret + suffix))
-					// Characters lo to hi hold the secret's bits and no others.
-					lo, hi := (8*len(prefix)+5)/6, 8*(len(prefix)+len(secret))/6
-					text := "Authorization: Basic " + e + " end"
-					want := "Authorization: Basic " + e[:lo] + testPlaceholder + e[hi:] + " end"
-					if got := r.String(text); got != want {
-						t.Errorf("%s, %q before, %q after %q:\n got %q\nwant %q", encName, prefix, suffix, secret, got, want)
-					}
-				}
-			}
+			checkEncodedForms(t, r, secret, "base64 "+encName, enc.EncodeToString, 6, "Authorization: Basic ")
 		}
 	}
 	short := "six666"
@@ -459,6 +448,26 @@ func TestBase64FormsAreRedacted(t *testing.T) {
 	text := base64.StdEncoding.EncodeToString([]byte(short))
 	if got := r.String(text); got != text {
 		t.Errorf("a %d-byte secret's base64 form was redacted: %q", len(short), got)
+	}
+}
+
+// checkEncodedForms checks that r, a Redactor of secret alone, redacts in
+// lead + encode(prefix + secret + suffix) + " end" exactly the characters
+// that hold the secret's bits and no others (each bits bits wide), for
+// prefixes that put the secret at every offset within a group of base64
+// or base32 and suffixes of every length.
+func checkEncodedForms(t *testing.T, r *Redactor, secret, encName string, encode func([]byte) string, bits int, lead string) {
+	t.Helper()
+	for _, prefix := range []string{"", "u", "us", "use", "user", "user:", "Bearer-"} {
+		for _, suffix := range []string{"", "!", "?!", "?!#", "?!#$"} {
+			e := encode([]byte(prefix + secret + suffix))
+			lo, hi := (8*len(prefix)+bits-1)/bits, 8*(len(prefix)+len(secret))/bits
+			text := lead + e + " end"
+			want := lead + e[:lo] + testPlaceholder + e[hi:] + " end"
+			if got := r.String(text); got != want {
+				t.Errorf("%s, %q before, %q after %q:\n got %q\nwant %q", encName, prefix, suffix, secret, got, want)
+			}
+		}
 	}
 }
 
@@ -490,17 +499,7 @@ func TestHexAndBase32FormsAreRedacted(t *testing.T) {
 			}
 		}
 		for encName, enc := range encs {
-			for _, prefix := range []string{"", "u", "us", "use", "user", "user:"} {
-				for _, suffix := range []string{"", "!", "?!", "?!#", "?!#$"} {
-					e := enc([]byte(prefix + secret + suffix))
-					lo, hi := (8*len(prefix)+4)/5, 8*(len(prefix)+len(secret))/5
-					text := "otpauth secret=" + e + " end"
-					want := "otpauth secret=" + e[:lo] + testPlaceholder + e[hi:] + " end"
-					if got := r.String(text); got != want {
-						t.Errorf("base32 %s, %q before, %q after %q:\n got %q\nwant %q", encName, prefix, suffix, secret, got, want)
-					}
-				}
-			}
+			checkEncodedForms(t, r, secret, "base32 "+encName, enc, 5, "otpauth secret=")
 		}
 	}
 	short := "six666"
