@@ -609,8 +609,10 @@ func compile(req *compileRequest) (*compiled, *Error) {
 					name = u
 				}
 			}
+			// A computed key, so that an export named "__proto__" is a
+			// property of the namespace and not its prototype.
 			q, _ := json.Marshal(name)
-			fmt.Fprintf(&b, "%s: %s, ", q, local)
+			fmt.Fprintf(&b, "[%s]: %s, ", q, local)
 		}
 		b.WriteString("};")
 		ret = b.String()

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
@@ -368,16 +369,34 @@ func (e *engine) run() (out *outcome) {
 	if !ok {
 		return &outcome{status: StatusError, err: &Error{Name: "InternalError", Message: "sandbox: no module namespace"}}
 	}
+	// The code has run: reading its export and making the args can run
+	// its getters and the constructors it replaced.
 	entry := e.job.entry
-	ev := ns.Get(entry)
-	var result goja.Value = ev
-	if f, ok := goja.AssertFunction(ev); ok {
-		args := make([]goja.Value, len(e.job.args))
+	var ev goja.Value
+	var args []goja.Value
+	var cerr error
+	ex, err := e.try(func() {
+		ev = ns.Get(entry)
+		if _, ok := goja.AssertFunction(ev); !ok {
+			return
+		}
+		args = make([]goja.Value, len(e.job.args))
 		for i, a := range e.job.args {
-			if args[i], err = e.toJS(a); err != nil {
-				return e.failure(err)
+			if args[i], cerr = e.toJS(a); cerr != nil {
+				return
 			}
 		}
+	})
+	switch {
+	case err != nil:
+		return e.failure(err)
+	case ex != nil:
+		return e.rejected(ex.Value())
+	case cerr != nil:
+		return e.failure(cerr)
+	}
+	var result goja.Value = ev
+	if f, ok := goja.AssertFunction(ev); ok {
 		result, err = f(goja.Undefined(), args...)
 		if err != nil {
 			return e.failure(err)
@@ -409,7 +428,7 @@ func (e *engine) run() (out *outcome) {
 	e.settled = true
 	var val any
 	var xerr error
-	ex, err := e.try(func() { val, _, xerr = e.export(result, maxTransferBytes) })
+	ex, err = e.try(func() { val, _, xerr = e.export(result, maxTransferBytes) })
 	if err != nil {
 		return e.failure(err)
 	}
@@ -456,6 +475,12 @@ func serializationError(err error) *Error {
 func (e *engine) failure(err error) *outcome {
 	if so := e.stopOutcome(); so != nil {
 		return so
+	}
+	// A thrown value is taken as it is, before errors.As or errors.Is look
+	// inside: goja's Exception unwraps by asking whether its value is a
+	// GoError, which runs a thrown Proxy's traps outside any Try.
+	if ex, ok := err.(*goja.Exception); ok {
+		return e.rejected(ex.Value())
 	}
 	var so *goja.StackOverflowError
 	if errors.As(err, &so) {
@@ -522,7 +547,7 @@ func (e *engine) rejected(v goja.Value) *outcome {
 	if ex != nil {
 		out.Message = "uncaught exception"
 	}
-	out.Message, out.Stack = withoutGoValues(out.Message), withoutGoValues(out.Stack)
+	out.Name, out.Message, out.Stack = withoutGoValues(out.Name), withoutGoValues(out.Message), withoutGoValues(out.Stack)
 	// The texts are the code's to choose: cut them before working on them,
 	// and again after mapping positions, which may lengthen the stack.
 	capError(out)
@@ -564,8 +589,11 @@ const (
 // replaced by the standard wording. Code can catch such an error and pass
 // its text on (return it, log it, report it, throw it again inside its own
 // message), so every text leaving the sandbox goes through here: the run's
-// error, exported strings and logged texts. A text cut before its end loses
-// everything from the mark on.
+// error, exported strings and keys, and logged texts. A dump can hold the
+// end marker itself (a string property " to primitive"), so each ends at
+// the last end marker before the next dump; one cut before its end loses
+// everything up to the next dump. (Code that means to pass the text on
+// can always change it first: this keeps honest code from leaking it.)
 func withoutGoValues(s string) string {
 	i := strings.Index(s, goValueMark)
 	if i < 0 {
@@ -576,11 +604,17 @@ func withoutGoValues(s string) string {
 		b.WriteString(s[:i])
 		b.WriteString(primitiveText)
 		rest := s[i+len(goValueMark):]
-		j := strings.Index(rest, goValueEnd)
-		if j < 0 {
-			return b.String()
+		next := strings.Index(rest, goValueMark)
+		seg := rest
+		if next >= 0 {
+			seg = rest[:next]
 		}
-		s = rest[j+len(goValueEnd):]
+		j := strings.LastIndex(seg, goValueEnd)
+		if j < 0 {
+			s = rest[len(seg):]
+		} else {
+			s = rest[j+len(goValueEnd):]
+		}
 		i = strings.Index(s, goValueMark)
 	}
 	b.WriteString(s)
@@ -882,14 +916,32 @@ func (e *engine) bridge(id int) goja.Value {
 				e.post(func() error {
 					e.pendingCalls--
 					e.pendingBytes -= cost
-					if herr != nil {
-						return reject(e.newError(herr.Name, herr.Message))
+					// Making the answer can run the code's getters and the
+					// constructors it replaced: what they throw rejects the
+					// call.
+					var answer goja.Value
+					ok := false
+					ex, err := e.try(func() {
+						if herr != nil {
+							answer = e.newError(herr.Name, herr.Message)
+							return
+						}
+						jv, cerr := e.toJS(v)
+						if cerr != nil {
+							answer = e.newError("SerializationError", cerr.Error())
+							return
+						}
+						answer, ok = jv, true
+					})
+					switch {
+					case err != nil:
+						return err
+					case ex != nil:
+						return reject(ex.Value())
+					case ok:
+						return resolve(answer)
 					}
-					jv, err := e.toJS(v)
-					if err != nil {
-						return reject(e.newError("SerializationError", err.Error()))
-					}
-					return resolve(jv)
+					return reject(answer)
 				})
 			})
 		})
@@ -1084,7 +1136,8 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		case bool:
 			return val, x.charge(costScalar)
 		case string:
-			return withoutGoValues(val), x.charge(costString + int64(len(val)))
+			val = withoutGoValues(val)
+			return val, x.charge(costString + int64(len(val)))
 		case int64:
 			return float64(val), x.charge(costScalar)
 		case float64:
@@ -1144,14 +1197,23 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		}
 		out := make(map[string]any, len(keys))
 		for _, k := range keys {
-			if err := x.charge(costMember + int64(len(k))); err != nil {
+			v := obj.Get(k)
+			if strings.ContainsRune(k, utf8.RuneError) {
+				// goja gives a key holding a lone surrogate with U+FFFD in
+				// its place, which names no property, or another one.
+				if _, dup := out[k]; dup || v == nil {
+					return nil, notTransferable("object key that is not valid Unicode (a lone surrogate)")
+				}
+			}
+			kk := withoutGoValues(k)
+			if err := x.charge(costMember + int64(len(kk))); err != nil {
 				return nil, err
 			}
-			el, err := x.value(obj.Get(k), depth+1)
+			el, err := x.value(v, depth+1)
 			if err != nil {
 				return nil, err
 			}
-			out[k] = el
+			out[kk] = el
 		}
 		return out, nil
 	case cls == "Date":

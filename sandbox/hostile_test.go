@@ -749,9 +749,10 @@ func TestWithoutGoValues(t *testing.T) {
 		"Could not convert x to primitive": "Could not convert x to primitive",
 		"Value is not a constructor":       "Value is not a constructor",
 		dump:                               primitiveText,
-		"TypeError: " + dump + "\n\tat f (x.js:1:2)": "TypeError: " + primitiveText + "\n\tat f (x.js:1:2)",
-		"a " + dump + " b " + dump + " c":            "a " + primitiveText + " b " + primitiveText + " c",
-		"cut: " + dump[:30]:                          "cut: " + primitiveText,
+		"TypeError: " + dump + "\n\tat f (x.js:1:2)":                         "TypeError: " + primitiveText + "\n\tat f (x.js:1:2)",
+		"a " + dump + " b " + dump + " c":                                    "a " + primitiveText + " b " + primitiveText + " c",
+		"cut: " + dump[:30]:                                                  "cut: " + primitiveText,
+		"Could not convert &{Object 0x1 map[a: to primitive]} to primitive!": primitiveText + "!",
 	} {
 		if got := withoutGoValues(in); got != want {
 			t.Errorf("withoutGoValues(%q) = %q, want %q", in, got, want)
