@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -149,6 +150,13 @@ func safeID(id string) bool {
 		}
 	}
 	return true
+}
+
+// derivedID returns the id that stands for id, which safeID refuses: "call_"
+// and 32 hex digits of its SHA-256, the same for the same id.
+func derivedID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "call_" + hex.EncodeToString(sum[:16])
 }
 
 // cleanName returns a tool name from a model as text every store can hold:

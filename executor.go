@@ -145,8 +145,16 @@ type Outcome struct {
 // aborted the run (wrapping ErrAbort: its result is stored, the rest did not
 // run), or ctx ended (the calls after that point did not run).
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
-	lock := e.locks.lock(threadID)
+	lock, err := e.locks.lock(ctx, threadID)
+	if errors.Is(err, errLockHeld) {
+		return nil, fmt.Errorf("toolrun: thread %s: Run was called from inside a run of the same thread, which would wait for itself to end", threadID)
+	}
+	if err != nil {
+		return nil, err
+	}
 	defer e.locks.unlock(threadID, lock)
+	ctx, release := holding(ctx, e.locks, threadID)
+	defer release()
 	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
 	if err != nil {
 		return nil, err
@@ -364,9 +372,10 @@ func (e *Executor) runCall(ctx context.Context, b *batch, i int, p pending) (Out
 	c := p.call
 	c.Name = cleanName(c.Name)
 	if c.ID != "" && !safeID(c.ID) {
-		// Ids come from models: one a store column or a provider could not
-		// hold is replaced.
-		c.ID = newRecordID("call")
+		// Ids come from models (and grow with each queued level): one a
+		// store column or a provider could not hold is replaced, by the
+		// same id each time, so that a batch run again finds its results.
+		c.ID = derivedID(c.ID)
 	}
 	out := Outcome{Call: c}
 	red := e.redactor(b)

@@ -1,8 +1,11 @@
 package toolrun
 
 import (
+	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 )
 
 // keyedMutex serialises work per key (a thread id) without keeping a lock
@@ -31,15 +34,45 @@ type keyedShard struct {
 	_ [48]byte
 }
 
+// keyedEntry is a key's lock: a channel of one slot, held while full, so
+// that waiting for it can end with a context.
 type keyedEntry struct {
-	mu   sync.Mutex
+	held chan struct{}
 	refs int
 }
 
-var keyedEntries = sync.Pool{New: func() any { return new(keyedEntry) }}
+var keyedEntries = sync.Pool{New: func() any { return newKeyedEntry() }}
 
-// lock locks key and returns what unlock needs.
-func (k *keyedMutex) lock(key string) *keyedEntry {
+func newKeyedEntry() *keyedEntry { return &keyedEntry{held: make(chan struct{}, 1)} }
+
+// lock locks key and returns what unlock needs, or ctx's error when ctx
+// ends first. A lock held by the caller's own goroutine chain (ctx carries
+// it: a tool that calls Send on its own thread) would never be released
+// while it waits: lock refuses it at once with errLockHeld.
+func (k *keyedMutex) lock(ctx context.Context, key string) (*keyedEntry, error) {
+	if heldBy(ctx, k, key) {
+		return nil, errLockHeld
+	}
+	en := k.enter(key)
+	select {
+	case en.held <- struct{}{}:
+		return en, nil
+	default:
+	}
+	select {
+	case en.held <- struct{}{}:
+		return en, nil
+	case <-ctx.Done():
+		k.leave(key, en)
+		return nil, ctx.Err()
+	}
+}
+
+// errLockHeld is lock's error for a key the caller itself holds.
+var errLockHeld = errors.New("the caller holds its lock: it would wait for itself")
+
+// enter returns key's entry with the caller counted in it.
+func (k *keyedMutex) enter(key string) *keyedEntry {
 	k.once.Do(func() { k.seed = maphash.MakeSeed() })
 	sh := k.shard(key)
 	spare := keyedEntries.Get().(*keyedEntry)
@@ -57,13 +90,18 @@ func (k *keyedMutex) lock(key string) *keyedEntry {
 	if spare != nil {
 		keyedEntries.Put(spare)
 	}
-	en.mu.Lock()
 	return en
 }
 
 // unlock unlocks key, which lock returned en for.
 func (k *keyedMutex) unlock(key string, en *keyedEntry) {
-	en.mu.Unlock()
+	<-en.held
+	k.leave(key, en)
+}
+
+// leave uncounts the caller from key's entry, which goes back to the pool
+// when nobody is counted in it.
+func (k *keyedMutex) leave(key string, en *keyedEntry) {
 	sh := k.shard(key)
 	sh.mu.Lock()
 	en.refs--
@@ -79,4 +117,42 @@ func (k *keyedMutex) unlock(key string, en *keyedEntry) {
 
 func (k *keyedMutex) shard(key string) *keyedShard {
 	return &k.shards[maphash.String(k.seed, key)%uint64(len(k.shards))]
+}
+
+// heldLock is a lock the goroutines of a ctx hold: a turn, or an Executor
+// run, puts one in the ctx its tools get, and clears held when it unlocks.
+type heldLock struct {
+	k      *keyedMutex
+	key    string
+	held   atomic.Bool
+	parent *heldLock
+}
+
+type heldLockKey struct{}
+
+// holding returns ctx marked as holding k's lock of key until the returned
+// func is called.
+func holding(ctx context.Context, k *keyedMutex, key string) (context.Context, func()) {
+	parent, _ := ctx.Value(heldLockKey{}).(*heldLock)
+	h := &heldLock{k: k, key: key, parent: parent}
+	h.held.Store(true)
+	return context.WithValue(ctx, heldLockKey{}, h), func() { h.held.Store(false) }
+}
+
+// heldBy reports whether ctx is marked as holding k's lock of key now.
+func heldBy(ctx context.Context, k *keyedMutex, key string) bool {
+	h, _ := ctx.Value(heldLockKey{}).(*heldLock)
+	for ; h != nil; h = h.parent {
+		if h.k == k && h.key == key && h.held.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// notHolding returns ctx without the locks it is marked as holding: for
+// work that goes on by itself after the caller returns (a background
+// subagent), which waits for those locks like anyone else.
+func notHolding(ctx context.Context) context.Context {
+	return context.WithValue(ctx, heldLockKey{}, (*heldLock)(nil))
 }

@@ -1,6 +1,8 @@
 package toolrun
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -21,7 +23,7 @@ func TestKeyedMutexSerialisesEachKey(t *testing.T) {
 			for r := range rounds {
 				i := (g + r) % keys
 				key := fmt.Sprintf("thread-%d", i)
-				en := k.lock(key)
+				en, _ := k.lock(context.Background(), key)
 				inside[i]++
 				if inside[i] != 1 {
 					t.Errorf("%s is held by %d goroutines at once", key, inside[i])
@@ -65,14 +67,14 @@ func TestKeyedMutexMakesEntriesWithNoShardHeld(t *testing.T) {
 			}
 			k.shards[i].mu.Unlock()
 		}
-		return new(keyedEntry)
+		return newKeyedEntry()
 	}
 	runtime.GC()
 	runtime.GC() // empties the pool, its victim cache included
 	const n = 300
 	held := make([]*keyedEntry, n)
 	for i := range held {
-		held[i] = k.lock(fmt.Sprint("thread-", i))
+		held[i], _ = k.lock(context.Background(), fmt.Sprint("thread-", i))
 	}
 	for i, en := range held {
 		k.unlock(fmt.Sprint("thread-", i), en)
@@ -86,4 +88,60 @@ func TestKeyedShardsDoNotShareACacheLine(t *testing.T) {
 	if s := unsafe.Sizeof(keyedShard{}); s < 64 {
 		t.Fatalf("a keyedShard takes %d bytes: two shards' mutexes can share a 64-byte cache line", s)
 	}
+}
+
+func TestKeyedMutexWaitEndsWithItsContext(t *testing.T) {
+	var k keyedMutex
+	held, err := k.lock(context.Background(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := k.lock(ctx, "t")
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a wait for a held key ended with %v, want its context's error", err)
+	}
+	k.unlock("t", held)
+	if n := len(k.shard("t").m); n != 0 {
+		t.Fatalf("%d entries left after the waiter gave up and the holder unlocked", n)
+	}
+	again, err := k.lock(context.Background(), "t")
+	if err != nil {
+		t.Fatalf("the key could not be locked again: %v", err)
+	}
+	k.unlock("t", again)
+}
+
+func TestKeyedMutexRefusesAKeyItsCallerHolds(t *testing.T) {
+	var k, other keyedMutex
+	en, _ := k.lock(context.Background(), "t")
+	ctx, release := holding(context.Background(), &k, "t")
+	if _, err := k.lock(ctx, "t"); !errors.Is(err, errLockHeld) {
+		t.Fatalf("locking a key the caller holds gave %v, want errLockHeld", err)
+	}
+	if en2, err := k.lock(ctx, "u"); err != nil {
+		t.Fatalf("another key: %v", err)
+	} else {
+		k.unlock("u", en2)
+	}
+	if en3, err := other.lock(ctx, "t"); err != nil {
+		t.Fatalf("the same key of another keyedMutex: %v", err)
+	} else {
+		other.unlock("t", en3)
+	}
+	if heldBy(notHolding(ctx), &k, "t") {
+		t.Fatal("notHolding kept the mark")
+	}
+	release()
+	k.unlock("t", en)
+	en4, err := k.lock(ctx, "t") // released: waits like anyone, and gets it
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	k.unlock("t", en4)
 }

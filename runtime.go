@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -271,7 +272,7 @@ func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, err
 var userMessages = sync.Pool{New: func() any { return new(Message) }}
 
 func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Reply, error) {
-	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
+	return rt.withThread(ctx, threadID, func(ctx context.Context, rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
 		if m != nil {
 			m.Side = "b"
 			if err := rt.store.AppendMessages(ctx, threadID, m); err != nil {
@@ -295,7 +296,7 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 // A turn resumes with a fresh MaxSteps budget. A prompt tool's sub-prompt
 // that was interrupted runs again from its start.
 func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) {
-	return rt.withThread(ctx, threadID, func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
+	return rt.withThread(ctx, threadID, func(ctx context.Context, rt *Runtime, th *Thread, startSeq int64) (*Reply, error) {
 		p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: resumeWindow, Order: OrderDesc, IncludeSilent: true})
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
@@ -350,15 +351,25 @@ const resumeWindow = 64
 
 // withThread runs fn with the thread's turn lock held (and, for a store
 // shared between instances, the thread acquired from it), the thread
-// loaded and checked to take work, and the Seq of its last message.
-func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *Runtime, th *Thread, startSeq int64) (*Reply, error)) (*Reply, error) {
+// loaded and checked to take work, and the Seq of its last message. fn's
+// ctx is marked as holding the lock, so that a tool of the turn that asks
+// for a turn of the same thread is refused instead of waiting for itself.
+func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(ctx context.Context, rt *Runtime, th *Thread, startSeq int64) (*Reply, error)) (*Reply, error) {
 	rt = rt.base
 	growStack()
 	if err := rt.checkDefinitions(); err != nil {
 		return nil, fmt.Errorf("toolrun: turn on thread %s refused: the registry does not check: %w", threadID, err)
 	}
-	lock := rt.turns.lock(threadID)
+	lock, err := rt.turns.lock(ctx, threadID)
+	if errors.Is(err, errLockHeld) {
+		return nil, fmt.Errorf("toolrun: thread %s: a turn was asked for from inside a turn of the same thread, which would wait for itself to end", threadID)
+	}
+	if err != nil {
+		return nil, err
+	}
 	defer rt.turns.unlock(threadID, lock)
+	ctx, release := holding(ctx, rt.turns, threadID)
+	defer release()
 	if rt.locker != nil {
 		st, release, err := rt.locker.AcquireThread(ctx, threadID, rt.owner)
 		if err != nil {
@@ -385,7 +396,7 @@ func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(rt *
 	if err != nil {
 		return nil, err
 	}
-	return fn(rt, th, startSeq)
+	return fn(ctx, rt, th, startSeq)
 }
 
 // EventTurnDone is published when a run of turns ends, including the parent

@@ -3,12 +3,14 @@ package toolrun
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/toolrun/toolrun/internal/partialjson"
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // pendingCall is a tool call of the response being streamed.
@@ -167,7 +169,7 @@ func (r *response) finish() (string, []ToolCall) {
 // The calls' names and progress arguments are read from tools, the tools
 // the request offers: a call of a name the request did not offer gets no
 // tool_call_started (the allowed-tools gate refuses it).
-func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (string, []ToolCall, error) {
+func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *toolset, req *Request) (text string, calls []ToolCall, err error) {
 	r := &ts.resp
 	r.calls.reset()
 	r.ids.reset()
@@ -175,10 +177,27 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
 	sctx, span := rt.startChatSpan(ctx, ts)
 	defer span.End()
+	// A provider is not trusted to behave: one that panics, or yields again
+	// after the loop stopped (which makes the range statement panic), fails
+	// the request instead of the process.
+	defer func() {
+		if p := recover(); p != nil {
+			if r.err == nil {
+				r.err = &modelError{model: ts.model.Name, err: fmt.Errorf("provider %s failed while streaming: %s", ts.model.Provider.Name(), safefmt.Sprint(p))}
+			}
+			span.SetStatus(codes.Error, r.err.Error())
+			text, calls, err = "", nil, r.err
+		}
+	}()
 	// The loop's body is a function the provider calls: it keeps what it
 	// needs in r and breaks, rather than return from stream, so that stream's
 	// results are not moved to the heap for it.
 	for ch, err := range ts.model.Provider.Stream(sctx, req) {
+		if err == nil {
+			// A provider that goes on after ctx ended is stopped here, with
+			// the error a provider that honours ctx would end with.
+			err = sctx.Err()
+		}
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 			r.err = &modelError{model: ts.model.Name, err: err}
@@ -203,7 +222,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	if r.err != nil {
 		return "", nil, r.err
 	}
-	text, calls := r.finish()
+	text, calls = r.finish()
 	return text, calls, nil
 }
 
@@ -215,7 +234,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 // result. seen holds the ids given so far.
 func (rt *Runtime) uniqueCallID(ctx context.Context, threadID, id string, seen *idSet) (string, error) {
 	if !safeID(id) {
-		id = newRecordID("call")
+		id = derivedID(id)
 	}
 	for {
 		taken := seen.has(id)

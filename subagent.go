@@ -536,7 +536,7 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
 	// Background work runs on a goroutine of its own: it starts again at
 	// nesting level 0.
-	bctx := withNesting(context.WithoutCancel(ctx), 0)
+	bctx := withNesting(notHolding(context.WithoutCancel(ctx)), 0)
 	rt = rt.base // the child and the parent's next turn acquire their own threads
 	rt.bg.start()
 	go func() {

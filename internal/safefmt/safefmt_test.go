@@ -51,3 +51,36 @@ func TestSprintCutsHugeTexts(t *testing.T) {
 		t.Fatal("cut text lost its start")
 	}
 }
+
+func TestSprintOfValuesFmtWouldFollowWithoutEnd(t *testing.T) {
+	m := map[string]any{}
+	m["self"] = m
+	s := []any{nil}
+	s[0] = s
+	type holder struct{ M map[string]any }
+	deep := map[string]any{}
+	for i, cur := 0, deep; i < 100; i++ {
+		next := map[string]any{}
+		cur["k"] = next
+		cur = next
+	}
+	big := make([]int, 1<<17)
+	for name, v := range map[string]any{"map in itself": m, "slice in itself": s, "struct holding one": holder{m},
+		"pointer to one": &holder{m}, "100 levels": deep, "131072 values": big} {
+		got := Sprint(v)
+		if !strings.Contains(got, "cyclic, or too deep or too large to format") {
+			t.Errorf("%s: Sprint = %.80q", name, got)
+		}
+	}
+	for v, want := range map[any]string{"text": "text", 42: "42"} {
+		if got := Sprint(v); got != want {
+			t.Errorf("Sprint(%v) = %q", v, got)
+		}
+	}
+	if got := Sprint(map[string]any{"a": []any{1, "b"}}); got != "map[a:[1 b]]" {
+		t.Errorf("a small nested value: %q", got)
+	}
+	if got := Sprint([]byte("abc")); got != "[97 98 99]" {
+		t.Errorf("bytes: %q", got)
+	}
+}

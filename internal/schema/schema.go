@@ -14,6 +14,7 @@ import (
 	"io"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	reflector "github.com/invopop/jsonschema"
@@ -290,6 +291,12 @@ func (s *Schema) Validate(v any) []Issue {
 	if s.fast != nil && s.fast.valid(v) {
 		return nil
 	}
+	// The validator reads a number as an exact fraction, at a cost that
+	// grows with the square of its digits: a model's number of a million
+	// digits would take seconds, which ctx cannot interrupt.
+	if path, n := longNumber(v, "root"); n > 0 {
+		return []Issue{{Path: path, Message: fmt.Sprintf("a number of %d characters; numbers may have at most %d", n, MaxNumberLen)}}
+	}
 	err := s.compiled.Validate(v)
 	if err == nil {
 		return nil
@@ -315,6 +322,43 @@ func (s *Schema) Validate(v any) []Issue {
 		dedup = append(dedup, is)
 	}
 	return dedup
+}
+
+// MaxNumberLen is the most characters a number in validated arguments may
+// have: far more than any exact integer or decimal a tool takes.
+const MaxNumberLen = 1000
+
+// longNumber returns the path and length of the first number in v longer
+// than MaxNumberLen, or 0 when there is none. Paths are joined as the
+// validator's issues are.
+func longNumber(v any, path string) (string, int) {
+	switch x := v.(type) {
+	case json.Number:
+		if len(x) > MaxNumberLen {
+			return path, len(x)
+		}
+	case map[string]any:
+		for k, el := range x {
+			if p, n := longNumber(el, joinPath(path, k)); n > 0 {
+				return p, n
+			}
+		}
+	case []any:
+		for i, el := range x {
+			if p, n := longNumber(el, joinPath(path, strconv.Itoa(i))); n > 0 {
+				return p, n
+			}
+		}
+	}
+	return "", 0
+}
+
+// joinPath adds key to an issue path ("root" alone stands for the top).
+func joinPath(path, key string) string {
+	if path == "root" {
+		return key
+	}
+	return path + "." + key
 }
 
 func collect(e *validator.ValidationError, out *[]Issue) {

@@ -279,3 +279,21 @@ func TestMissingPropertiesAreReportedAtTheirOwnPath(t *testing.T) {
 		}
 	}
 }
+
+func TestLongNumberIsFoundWithItsPath(t *testing.T) {
+	long := json.Number("1" + strings.Repeat("0", MaxNumberLen))
+	for _, c := range []struct {
+		v    any
+		path string
+	}{
+		{long, "root"},
+		{map[string]any{"a": map[string]any{"b": []any{json.Number("1"), long}}}, "a.b.1"},
+	} {
+		if p, n := longNumber(c.v, "root"); p != c.path || n != MaxNumberLen+1 {
+			t.Errorf("longNumber = %q, %d; want %q, %d", p, n, c.path, MaxNumberLen+1)
+		}
+	}
+	if _, n := longNumber(map[string]any{"a": json.Number(strings.Repeat("9", MaxNumberLen))}, "root"); n != 0 {
+		t.Errorf("a number of exactly MaxNumberLen characters was refused")
+	}
+}
