@@ -147,14 +147,14 @@ type Outcome struct {
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
 	lock, err := e.locks.lock(ctx, threadID)
 	if errors.Is(err, errLockHeld) {
-		return nil, fmt.Errorf("toolrun: thread %s: Run was called from inside a run of the same thread, which would wait for itself to end", threadID)
+		// A runtime turn marks the ctx it gives its tools (an Executor run
+		// does not: marking costs a call more than its lock).
+		return nil, fmt.Errorf("toolrun: thread %s: Run was called from inside a turn of the same thread, which would wait for itself to end", threadID)
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer e.locks.unlock(threadID, lock)
-	ctx, release := holding(ctx, e.locks, threadID)
-	defer release()
 	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
 	if err != nil {
 		return nil, err

@@ -34,16 +34,18 @@ type keyedShard struct {
 	_ [48]byte
 }
 
-// keyedEntry is a key's lock: a channel of one slot, held while full, so
-// that waiting for it can end with a context.
+// keyedEntry is a key's lock. Taking a free one is a TryLock; a caller that
+// finds it held waits for a wake-up from unlock, or for its context.
 type keyedEntry struct {
-	held chan struct{}
-	refs int
+	mu      sync.Mutex
+	waiting atomic.Int32
+	wake    chan struct{} // one token: the lock was unlocked with waiters
+	refs    int
 }
 
 var keyedEntries = sync.Pool{New: func() any { return newKeyedEntry() }}
 
-func newKeyedEntry() *keyedEntry { return &keyedEntry{held: make(chan struct{}, 1)} }
+func newKeyedEntry() *keyedEntry { return &keyedEntry{wake: make(chan struct{}, 1)} }
 
 // lock locks key and returns what unlock needs, or ctx's error when ctx
 // ends first. A lock held by the caller's own goroutine chain (ctx carries
@@ -54,17 +56,33 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (*keyedEntry, error) 
 		return nil, errLockHeld
 	}
 	en := k.enter(key)
-	select {
-	case en.held <- struct{}{}:
+	if en.mu.TryLock() {
 		return en, nil
-	default:
 	}
+	// Counted as waiting before trying again: an unlock that comes after
+	// the count sends a token, and one that came before leaves the lock
+	// free for the try.
+	en.waiting.Add(1)
+	for !en.mu.TryLock() {
+		select {
+		case <-en.wake:
+		case <-ctx.Done():
+			if en.waiting.Add(-1) > 0 {
+				en.signal() // the token it may have taken was another's
+			}
+			k.leave(key, en)
+			return nil, ctx.Err()
+		}
+	}
+	en.waiting.Add(-1)
+	return en, nil
+}
+
+// signal wakes one waiter, if none is woken already.
+func (en *keyedEntry) signal() {
 	select {
-	case en.held <- struct{}{}:
-		return en, nil
-	case <-ctx.Done():
-		k.leave(key, en)
-		return nil, ctx.Err()
+	case en.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -95,7 +113,10 @@ func (k *keyedMutex) enter(key string) *keyedEntry {
 
 // unlock unlocks key, which lock returned en for.
 func (k *keyedMutex) unlock(key string, en *keyedEntry) {
-	<-en.held
+	en.mu.Unlock()
+	if en.waiting.Load() > 0 {
+		en.signal()
+	}
 	k.leave(key, en)
 }
 
@@ -120,8 +141,10 @@ func (k *keyedMutex) shard(key string) *keyedShard {
 }
 
 // heldLock is a lock the goroutines of a ctx hold: a turn, or an Executor
-// run, puts one in the ctx its tools get, and clears held when it unlocks.
+// run, gives its tools a ctx that carries one, and clears held when it
+// unlocks. It is the ctx itself, so that marking one costs one allocation.
 type heldLock struct {
+	context.Context
 	k      *keyedMutex
 	key    string
 	held   atomic.Bool
@@ -130,13 +153,24 @@ type heldLock struct {
 
 type heldLockKey struct{}
 
-// holding returns ctx marked as holding k's lock of key until the returned
-// func is called.
-func holding(ctx context.Context, k *keyedMutex, key string) (context.Context, func()) {
+// Value implements context.Context.
+func (h *heldLock) Value(key any) any {
+	if key == (heldLockKey{}) {
+		return h
+	}
+	return h.Context.Value(key)
+}
+
+// release marks the lock as no longer held.
+func (h *heldLock) release() { h.held.Store(false) }
+
+// holding returns ctx marked as holding k's lock of key until release is
+// called on the result.
+func holding(ctx context.Context, k *keyedMutex, key string) *heldLock {
 	parent, _ := ctx.Value(heldLockKey{}).(*heldLock)
-	h := &heldLock{k: k, key: key, parent: parent}
+	h := &heldLock{Context: ctx, k: k, key: key, parent: parent}
 	h.held.Store(true)
-	return context.WithValue(ctx, heldLockKey{}, h), func() { h.held.Store(false) }
+	return h
 }
 
 // heldBy reports whether ctx is marked as holding k's lock of key now.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 )
@@ -120,7 +121,8 @@ func TestKeyedMutexWaitEndsWithItsContext(t *testing.T) {
 func TestKeyedMutexRefusesAKeyItsCallerHolds(t *testing.T) {
 	var k, other keyedMutex
 	en, _ := k.lock(context.Background(), "t")
-	ctx, release := holding(context.Background(), &k, "t")
+	h := holding(context.Background(), &k, "t")
+	var ctx context.Context = h
 	if _, err := k.lock(ctx, "t"); !errors.Is(err, errLockHeld) {
 		t.Fatalf("locking a key the caller holds gave %v, want errLockHeld", err)
 	}
@@ -137,11 +139,49 @@ func TestKeyedMutexRefusesAKeyItsCallerHolds(t *testing.T) {
 	if heldBy(notHolding(ctx), &k, "t") {
 		t.Fatal("notHolding kept the mark")
 	}
-	release()
+	h.release()
 	k.unlock("t", en)
 	en4, err := k.lock(ctx, "t") // released: waits like anyone, and gets it
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	k.unlock("t", en4)
+}
+
+// TestKeyedMutexWaitersThatGiveUpLoseNoWakeUp: waiters that give up while
+// others wait pass on the wake-up they may have taken, so every waiter that
+// stays gets the lock in the end (the test would hang otherwise), and the
+// key is held by one goroutine at a time throughout.
+func TestKeyedMutexWaitersThatGiveUpLoseNoWakeUp(t *testing.T) {
+	var k keyedMutex
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range 200 {
+				ctx, cancel := context.WithCancel(context.Background())
+				if (g+r)%3 == 0 {
+					go func() { runtime.Gosched(); cancel() }()
+				}
+				en, err := k.lock(ctx, "t")
+				if err != nil {
+					cancel()
+					continue
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("the key is held by %d goroutines at once", n)
+				}
+				runtime.Gosched()
+				inside.Add(-1)
+				k.unlock("t", en)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(k.shard("t").m); n != 0 {
+		t.Errorf("%d entries left", n)
+	}
 }

@@ -368,8 +368,9 @@ func (rt *Runtime) withThread(ctx context.Context, threadID string, fn func(ctx 
 		return nil, err
 	}
 	defer rt.turns.unlock(threadID, lock)
-	ctx, release := holding(ctx, rt.turns, threadID)
-	defer release()
+	held := holding(ctx, rt.turns, threadID)
+	defer held.release()
+	ctx = held
 	if rt.locker != nil {
 		st, release, err := rt.locker.AcquireThread(ctx, threadID, rt.owner)
 		if err != nil {
