@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/provider/scripted"
+	"github.com/toolrun/toolrun/store/storetest"
 )
 
 // funcProvider is a Provider made of its Stream function.
@@ -216,4 +217,42 @@ func TestMisbehavingProvidersAreContained(t *testing.T) {
 		})
 	}
 	assert.EqualValues(t, 1, afterCancel.Load(), "chunks the provider yielded after the turn's ctx ended")
+}
+
+// TestResumeFindsTheInterruptedResponse: Resume runs the calls of the
+// response a failed store write interrupted even when more than a page of
+// results follows it, and when a tool injected a user message among them;
+// it used to read only the newest 64 rows and to stop at any user message
+// not of the acting side, and then ran none of them.
+func TestResumeFindsTheInterruptedResponse(t *testing.T) {
+	t.Run("more than 64 messages since the response", func(t *testing.T) {
+		runs := map[string]int{}
+		var calls []scripted.ToolCall
+		for range 100 {
+			calls = append(calls, scripted.Call("work", map[string]any{}))
+		}
+		mem := toolrun.NewMemoryStore() // appends: user, assistant, results… the 71st result fails
+		failing := &storetest.FailingStore{Store: mem, FailAt: 73, Match: func(op string) bool { return op == storetest.OpAppendMessages }}
+		rt, id := hostileRT(t, scripted.New(scripted.Calls(calls...), scripted.Text("done")), failing, countedTool("work", runs))
+		_, err := rt.Send(context.Background(), id, "go")
+		require.ErrorIs(t, err, storetest.ErrInjected)
+		_, err = rt.Resume(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, 101, runs["work"], "70 stored + 1 lost ran before; the 30 without a result must run on Resume")
+	})
+	t.Run("a tool injected a user message", func(t *testing.T) {
+		runs := map[string]int{}
+		inject := fn("inject", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("ok"), s.InjectMessage(ctx, toolrun.Message{Role: toolrun.RoleUser, Content: "note"})
+		})
+		mem := toolrun.NewMemoryStore() // appends: user, assistant, injected, inject's result, second's result (fails)
+		failing := &storetest.FailingStore{Store: mem, FailAt: 5, Match: func(op string) bool { return op == storetest.OpAppendMessages }}
+		rt, id := hostileRT(t, scripted.New(scripted.Calls(scripted.Call("inject", map[string]any{}), scripted.Call("second", map[string]any{})), scripted.Text("done")),
+			failing, inject, countedTool("second", runs))
+		_, err := rt.Send(context.Background(), id, "go")
+		require.ErrorIs(t, err, storetest.ErrInjected)
+		_, err = rt.Resume(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, 2, runs["second"], "second's result was lost; Resume must run it")
+	})
 }

@@ -330,15 +330,29 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 		if side == "" {
 			side = "a"
 		}
+		// The response is looked for page by page, newest first: its results
+		// can be more than a page. A user message of the other side means
+		// the turn began after the last response; one without a side was
+		// injected (by a tool, say) and is part of the turn.
 		var calls []ToolCall
-		for i := range p.Messages {
-			m := &p.Messages[i]
-			if m.Role == RoleAssistant && sideOf(m) == side {
-				calls = m.ToolCalls
+	scan:
+		for offset := 0; ; {
+			for i := range p.Messages {
+				m := &p.Messages[i]
+				if m.Role == RoleAssistant && sideOf(m) == side {
+					calls = m.ToolCalls
+					break scan
+				}
+				if m.Role == RoleUser && sideOf(m) != side && sideOf(m) != "" {
+					break scan
+				}
+			}
+			if !p.HasMore {
 				break
 			}
-			if m.Role == RoleUser && sideOf(m) != side {
-				break // the turn began after the last response
+			offset += len(p.Messages)
+			if p, err = rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: resumeWindow, Offset: offset, Order: OrderDesc, IncludeSilent: true}); err != nil {
+				return nil, &StoreError{Op: "list messages", Err: err}
 			}
 		}
 		return rt.runSession(ctx, th, side, startSeq, calls)
