@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -134,6 +135,10 @@ func (r *Registry) register(ns string, defs []Definition) error {
 	for _, d := range defs {
 		if d == nil {
 			return &RegistrationError{Reason: "nil definition"}
+		}
+		if v := reflect.ValueOf(d); v.Kind() == reflect.Pointer && v.IsNil() {
+			// A typed nil, such as (*Func[T])(nil): its methods would panic.
+			return &RegistrationError{Reason: "nil definition (a nil " + v.Type().String() + ")"}
 		}
 		name := d.definitionName()
 		if err := checkName(name); err != nil {

@@ -175,3 +175,21 @@ func TestRegistryLookupIsSafeForConcurrentUse(t *testing.T) {
 	assert.NotEmpty(t, reg.Tools())
 	assert.False(t, errors.Is(nil, toolrun.ErrAbort))
 }
+
+func TestRegisterRefusesTypedNilDefinitions(t *testing.T) {
+	for _, d := range []toolrun.Definition{(*toolrun.Func[issueArgs])(nil), (*toolrun.RawFunc)(nil), (*toolrun.Prompt)(nil), (*toolrun.Agent)(nil), (*toolrun.Model)(nil)} {
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("Register(%T(nil)) panicked: %v", d, p)
+				}
+			}()
+			err = toolrun.NewRegistry(nil).Register(d)
+		}()
+		var re *toolrun.RegistrationError
+		if !errors.As(err, &re) || !strings.Contains(err.Error(), "nil definition") {
+			t.Errorf("Register(%T(nil)) = %v, want a RegistrationError naming a nil definition", d, err)
+		}
+	}
+}
