@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -255,4 +256,27 @@ func TestResumeFindsTheInterruptedResponse(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 2, runs["second"], "second's result was lost; Resume must run it")
 	})
+}
+
+// TestModelToolNamesAreStoredCleaned: a tool name from the model with a NUL
+// byte and invalid UTF-8 is stored in the assistant message as cleaned as
+// in its result, so that the call and its result name the same tool.
+func TestModelToolNamesAreStoredCleaned(t *testing.T) {
+	bad := "get\x00iss\xffue"
+	rt, id := hostileRT(t, scripted.New(scripted.Calls(scripted.ToolCall{Name: bad, Arguments: "{}"}), scripted.Text("done")), nil)
+	reply, err := rt.Send(context.Background(), id, "go")
+	require.NoError(t, err)
+	var callName, resultName string
+	for _, m := range reply.Messages {
+		if m.Role == toolrun.RoleAssistant && len(m.ToolCalls) > 0 {
+			callName = m.ToolCalls[0].Name
+		}
+		if m.Role == toolrun.RoleTool {
+			resultName = m.Name
+		}
+	}
+	require.NotEmpty(t, resultName)
+	assert.Equal(t, resultName, callName)
+	assert.NotContains(t, callName, "\x00")
+	assert.True(t, utf8.ValidString(callName), "%q", callName)
 }

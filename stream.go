@@ -158,6 +158,9 @@ func (r *response) finish() (string, []ToolCall) {
 			}
 			r.fire(pc, progress)
 		}
+		// The name is stored in the assistant message and sent back to the
+		// model as the executor runs it: cleaned, as its result's is.
+		pc.call.Name = cleanName(pc.call.Name)
 		out = append(out, pc.call)
 	}
 	return r.text.String(), out
