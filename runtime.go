@@ -256,6 +256,11 @@ type Reply struct {
 // When Send fails after storing the message — a provider or store error, a
 // cancelled ctx, a crash of the process — retry with Resume, which goes on
 // from what is stored; calling Send again would store the message twice.
+//
+// Turns of one thread run one at a time: a Send waits for the thread's
+// running turn, until ctx ends. A Send from inside a turn of the same
+// thread (a tool calling Send on its own thread, with the ctx it was given)
+// would wait for itself and fails at once.
 func (rt *Runtime) Send(ctx context.Context, threadID, text string) (*Reply, error) {
 	// A store keeps nothing of the messages it appends, and nothing else
 	// refers to this one: it is recycled.
