@@ -687,6 +687,10 @@ func (p *workerPool) trySlot() bool {
 	}
 }
 
+// testHookGotWorker, when set by a test, is called with each worker begin
+// gets, before the run is made the worker's.
+var testHookGotWorker func(*workerProc)
+
 // begin waits for a slot (unless haveSlot) and a worker for run and makes
 // the run the worker's current one. ok is false when the run settled
 // meanwhile or no worker could be had (the run is then settled).
@@ -703,18 +707,42 @@ func (p *workerPool) begin(run *Run, pr *prepared, cache *compileCache, haveSlot
 		release()
 		return nil, nil, false
 	}
-	w, err := p.get()
-	if err != nil {
-		release()
-		run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
-		return nil, nil, false
-	}
 	wr := &workerRun{id: p.runID.Add(1), run: run, funcs: pr.funcs, memory: pr.memory, release: release, cache: cache, key: pr.key}
-	w.tail.reset() // what the worker prints from now on is about this run
-	w.mu.Lock()
-	w.cur = wr
-	w.mu.Unlock()
-	return w, wr, true
+	for tries := 0; ; tries++ {
+		w, err := p.get()
+		if err != nil {
+			release()
+			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
+			return nil, nil, false
+		}
+		if testHookGotWorker != nil {
+			testHookGotWorker(w)
+		}
+		w.tail.reset() // what the worker prints from now on is about this run
+		// A worker can die after get saw it alive: exited sets dead before
+		// it looks for the worker's run, so either it finds this one, or
+		// the run sees dead here and goes to another worker. Without this
+		// the run was a dead worker's, which nothing would settle.
+		w.mu.Lock()
+		w.cur = wr
+		dead := w.dead.Load()
+		if dead {
+			w.cur = nil
+		}
+		w.mu.Unlock()
+		if !dead {
+			return w, wr, true
+		}
+		if tries == 2 {
+			release()
+			msg := "sandbox worker exited before it could take the run"
+			if l := lastLine(w.tail.String()); l != "" {
+				msg += " (" + l + ")"
+			}
+			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: msg}})
+			return nil, nil, false
+		}
+	}
 }
 
 // finish ends w's part in wr when w is healthy and idle again: the slot is

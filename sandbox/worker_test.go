@@ -145,3 +145,23 @@ export default async () => {
 	requireStatus(t, res, StatusSuccess)
 	assert.Equal(t, []any{"b", "a"}, res.Value)
 }
+
+// TestRunOfAWorkerThatDiedBeforeTakingItSettles: a worker that dies after
+// the pool handed it out, before the run was made its own, does not take
+// the run with it: the run goes to another worker, and fails with
+// WorkerCrashed when they all die so. It used to wait for ever (seen with
+// a WorkerCommand of /bin/true on a loaded machine).
+func TestRunOfAWorkerThatDiedBeforeTakingItSettles(t *testing.T) {
+	testHookGotWorker = func(w *workerProc) {
+		for !w.dead.Load() { // the worker, /bin/true, exits at once
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { testHookGotWorker = nil }()
+	r := New(&RunnerOptions{WorkerCommand: []string{"/bin/true"}})
+	defer r.Close()
+	res := runCode(t, r, "export default () => 1;", nil)
+	requireStatus(t, res, StatusError)
+	assert.Equal(t, "WorkerCrashed", res.Error.Name)
+	assert.Contains(t, res.Error.Message, "exited before it could take the run")
+}
