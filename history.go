@@ -138,17 +138,17 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 		c.keep(page.Messages)
 		if len(page.Messages) > 0 {
-			c.addSeg(page.Messages)
+			c.scratch.segs = append(c.scratch.segs, page.Messages) // c.ok: reset made the scratch
 			c.last = lastSeqOf(page.Messages, c.last)
 			if c.view.clean {
 				c.view.add(ts.sideKey, p.IncludePastTools, page.Messages)
 			} else {
 				n := 0
-				for _, seg := range c.segs {
+				for _, seg := range c.scratch.segs {
 					n += len(seg)
 				}
 				c.view = view{out: c.buffer(viewRoom(n))}
-				c.view.add(ts.sideKey, p.IncludePastTools, c.segs...)
+				c.view.add(ts.sideKey, p.IncludePastTools, c.scratch.segs...)
 			}
 			c.keep(c.view.out)
 		}
@@ -208,10 +208,9 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 // turn's requests are made of (turnScratch).
 type turnRows struct {
 	ok      bool
-	segs    [][]Message
 	last    int64 // the Seq of the newest row read
 	more    bool  // older rows exist that rows leave out
-	view    view  // the perspective of segs
+	view    view  // the perspective of the pages read (scratch.segs)
 	scratch *turnScratch
 }
 
@@ -242,16 +241,9 @@ func (c *turnRows) scratchOf() *turnScratch {
 // reset makes page the rows read so far and v their perspective.
 func (c *turnRows) reset(page MessagePage, v view) {
 	l := c.scratchOf()
-	clear(c.segs)
-	c.segs = append(l.segs[:0], page.Messages)
-	l.segs = c.segs
+	clear(l.segs)
+	l.segs = append(l.segs[:0], page.Messages)
 	c.ok, c.last, c.more, c.view = true, lastSeqOf(page.Messages, 0), page.HasMore, v
-}
-
-// addSeg adds a page read after the others.
-func (c *turnRows) addSeg(page []Message) {
-	c.segs = append(c.segs, page)
-	c.scratchOf().segs = c.segs
 }
 
 // buffer returns an empty slice with room for n messages, from the pool.

@@ -140,9 +140,9 @@ func (k *keyedMutex) shard(key string) *keyedShard {
 	return &k.shards[maphash.String(k.seed, key)%uint64(len(k.shards))]
 }
 
-// heldLock is a lock the goroutines of a ctx hold: a turn, or an Executor
-// run, gives its tools a ctx that carries one, and clears held when it
-// unlocks. It is the ctx itself, so that marking one costs one allocation.
+// heldLock is a lock the goroutines of a ctx hold: a runtime turn gives
+// its tools a ctx that carries one, and clears held when it unlocks. It is
+// the ctx itself, so that marking one costs one allocation.
 type heldLock struct {
 	context.Context
 	k      *keyedMutex

@@ -1197,17 +1197,17 @@ func (x *exporter) value(v goja.Value, depth int) (any, error) {
 		}
 		out := make(map[string]any, len(keys))
 		for _, k := range keys {
+			kk := withoutGoValues(k)
+			if err := x.charge(costMember + int64(len(kk))); err != nil {
+				return nil, err
+			}
 			v := obj.Get(k)
 			if strings.ContainsRune(k, utf8.RuneError) {
 				// goja gives a key holding a lone surrogate with U+FFFD in
 				// its place, which names no property, or another one.
-				if _, dup := out[k]; dup || v == nil {
+				if _, dup := out[kk]; dup || v == nil {
 					return nil, notTransferable("object key that is not valid Unicode (a lone surrogate)")
 				}
-			}
-			kk := withoutGoValues(k)
-			if err := x.charge(costMember + int64(len(kk))); err != nil {
-				return nil, err
 			}
 			el, err := x.value(v, depth+1)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -294,7 +295,7 @@ func (s *Schema) Validate(v any) []Issue {
 	// The validator reads a number as an exact fraction, at a cost that
 	// grows with the square of its digits: a model's number of a million
 	// digits would take seconds, which ctx cannot interrupt.
-	if path, n := longNumber(v, "root"); n > 0 {
+	if path, n := longNumber(v); n > 0 {
 		return []Issue{{Path: path, Message: fmt.Sprintf("a number of %d characters; numbers may have at most %d", n, MaxNumberLen)}}
 	}
 	err := s.compiled.Validate(v)
@@ -330,35 +331,42 @@ const MaxNumberLen = 1000
 
 // longNumber returns the path and length of the first number in v longer
 // than MaxNumberLen, or 0 when there is none. Paths are joined as the
-// validator's issues are.
-func longNumber(v any, path string) (string, int) {
-	switch x := v.(type) {
-	case json.Number:
-		if len(x) > MaxNumberLen {
-			return path, len(x)
-		}
-	case map[string]any:
-		for k, el := range x {
-			if p, n := longNumber(el, joinPath(path, k)); n > 0 {
-				return p, n
+// validator's issues are; one is built only for the number found.
+func longNumber(v any) (string, int) {
+	var keys []string // the path to the number, innermost first
+	var find func(v any) int
+	find = func(v any) int {
+		switch x := v.(type) {
+		case json.Number:
+			if len(x) > MaxNumberLen {
+				return len(x)
+			}
+		case map[string]any:
+			for k, el := range x {
+				if n := find(el); n > 0 {
+					keys = append(keys, k)
+					return n
+				}
+			}
+		case []any:
+			for i, el := range x {
+				if n := find(el); n > 0 {
+					keys = append(keys, strconv.Itoa(i))
+					return n
+				}
 			}
 		}
-	case []any:
-		for i, el := range x {
-			if p, n := longNumber(el, joinPath(path, strconv.Itoa(i))); n > 0 {
-				return p, n
-			}
-		}
+		return 0
 	}
-	return "", 0
-}
-
-// joinPath adds key to an issue path ("root" alone stands for the top).
-func joinPath(path, key string) string {
-	if path == "root" {
-		return key
+	n := find(v)
+	if n == 0 {
+		return "", 0
 	}
-	return path + "." + key
+	if len(keys) == 0 {
+		return "root", n
+	}
+	slices.Reverse(keys)
+	return strings.Join(keys, "."), n
 }
 
 func collect(e *validator.ValidationError, out *[]Issue) {

@@ -289,11 +289,11 @@ func TestLongNumberIsFoundWithItsPath(t *testing.T) {
 		{long, "root"},
 		{map[string]any{"a": map[string]any{"b": []any{json.Number("1"), long}}}, "a.b.1"},
 	} {
-		if p, n := longNumber(c.v, "root"); p != c.path || n != MaxNumberLen+1 {
+		if p, n := longNumber(c.v); p != c.path || n != MaxNumberLen+1 {
 			t.Errorf("longNumber = %q, %d; want %q, %d", p, n, c.path, MaxNumberLen+1)
 		}
 	}
-	if _, n := longNumber(map[string]any{"a": json.Number(strings.Repeat("9", MaxNumberLen))}, "root"); n != 0 {
+	if _, n := longNumber(map[string]any{"a": json.Number(strings.Repeat("9", MaxNumberLen))}); n != 0 {
 		t.Errorf("a number of exactly MaxNumberLen characters was refused")
 	}
 }
