@@ -117,6 +117,20 @@ func TestRawSchemaRemoteAndFileRefsAreRefused(t *testing.T) {
 	assert.ErrorContains(t, err, "schema is not valid JSON")
 }
 
+// TestRawSchemaReferenceCycleIsRefused: a schema that applies itself to
+// the same value without end is refused when registered, naming the
+// cycle, instead of failing every call later.
+func TestRawSchemaReferenceCycleIsRefused(t *testing.T) {
+	err := toolrun.NewRegistry(nil).Register(&toolrun.RawFunc{Name: "r",
+		Schema: `{"type":"object","$defs":{"x":{"allOf":[{"$ref":"#/$defs/x"}]}},"properties":{"a":{"$ref":"#/$defs/x"}}}`,
+		Execute: func(context.Context, toolrun.ThreadState, json.RawMessage) (toolrun.Result, error) {
+			return toolrun.Result{}, nil
+		}})
+	var re *toolrun.RegistrationError
+	require.ErrorAs(t, err, &re)
+	assert.ErrorContains(t, err, `register "r": schema has a reference cycle that never reaches a value: #/$defs/x -> #/$defs/x/allOf/0 -> #/$defs/x`)
+}
+
 func TestGeneratedSchemaIsClosedInlinedAndClean(t *testing.T) {
 	reg := toolrun.NewRegistry(nil)
 	require.NoError(t, reg.Register(searchTool(nil)))

@@ -180,6 +180,7 @@ func Compile(name string, doc any) (*Schema, error) {
 	if t, ok := obj["type"]; ok && t != "object" {
 		return nil, fmt.Errorf("schema type must be \"object\" (tool arguments are a JSON object), got %v", t)
 	}
+	clampCounts(parsed)
 	c := validator.NewCompiler()
 	c.UseLoader(noLoader{})
 	c.DefaultDraft(validator.Draft2020)
@@ -190,6 +191,9 @@ func Compile(name string, doc any) (*Schema, error) {
 	compiled, err := c.Compile(loc)
 	if err != nil {
 		return nil, fmt.Errorf("schema does not compile: %w", err)
+	}
+	if err := checkCycles(compiled, name); err != nil {
+		return nil, err
 	}
 	if err := checkDefaults(compiled, nil, map[*validator.Schema]bool{}); err != nil {
 		return nil, err
