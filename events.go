@@ -134,6 +134,12 @@ func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted
 	}
 }
 
+// listensDone reports whether a hook or a subscriber waits for the
+// thread's tool_call_done.
+func (e *Executor) listensDone(b *batch) bool {
+	return e.hooks.ToolCallDone != nil || e.ev.has(b.threadID)
+}
+
 func (e *Executor) fireDone(ctx context.Context, b *batch, c ToolCall, res Result) {
 	ev := ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status, Result: res}
 	if h := e.hooks.ToolCallDone; h != nil {

@@ -488,13 +488,30 @@ func (e *Executor) execute(ctx context.Context, b *batch, r *runningCall) Result
 
 // finish stores the call's result and reports its outcome.
 func (e *Executor) finish(ctx context.Context, b *batch, r *runningCall, res Result) (Outcome, error) {
-	c, out := r.c, r.out
 	red := e.redactor(b) // the tool may have changed the env
-	msg, res := e.shape(ctx, b, c, res, red, r.resultID)
+	msg, res := e.shape(ctx, b, r.c, res, red, r.resultID)
 	msg.CallDigest = r.digest
-	if !r.quiet() {
-		e.fireDone(ctx, b, c, res) // the result as it leaves the tool: redacted
+	if !r.quiet() && e.listensDone(b) {
+		// A hook or subscriber that calls runtime.Goexit ends this
+		// goroutine, which nothing can prevent; the result is stored on
+		// its way out, so the call is never run again.
+		fired := false
+		defer func() {
+			if !fired {
+				e.log.ErrorContext(ctx, "toolrun: a tool_call_done hook or subscriber ended its goroutine; the call's result is stored on the way out", "thread", b.threadID, "tool", r.c.Name, "call", r.c.ID)
+				_, _ = e.record(ctx, b, r, msg, res, red)
+			}
+		}()
+		e.fireDone(ctx, b, r.c, res) // the result as it leaves the tool: redacted
+		fired = true
 	}
+	return e.record(ctx, b, r, msg, res, red)
+}
+
+// record stores msg, the shaped result res of the call, and reports the
+// call's outcome.
+func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Message, res Result, red redactor) (Outcome, error) {
+	c, out := r.c, r.out
 	if r.p.queued {
 		msg.Queued = true
 		msg.Arguments = red.String(c.Arguments)

@@ -117,6 +117,66 @@ func hostileCases() []hostileCase {
 			},
 		},
 		{
+			name:    "runtime.Goexit in a tool_call_done hook or subscriber",
+			attacks: "a ToolCallDone hook, or a thread event subscriber, calls runtime.Goexit (t.FailNow in a test's hook) after the tool ran and before its result was stored",
+			holds:   "the result is stored on the goroutine's way out: the batch run again goes on with the next call and does not run the tool a second time",
+			child:   true,
+			run: func(t *testing.T) {
+				for _, via := range []string{"hook", "subscriber"} {
+					var runs atomic.Int32
+					var opts toolrun.ExecutorOptions
+					if via == "hook" {
+						opts.Hooks.ToolCallDone = func(_ context.Context, _ string, ev toolrun.ToolCallDone) {
+							if ev.Name == "once" {
+								runtimeGoexit()
+							}
+						}
+					}
+					ex := newExec(t, &opts,
+						fn("once", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) {
+							runs.Add(1)
+							return toolrun.Text("did it"), nil
+						}),
+						fn("next", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ran"), nil }))
+					if via == "subscriber" {
+						unsubscribe := ex.Subscribe("t", func(ev toolrun.Event) {
+							if d, ok := ev.Data.(toolrun.ToolCallDone); ok && d.Name == "once" {
+								runtimeGoexit()
+							}
+						})
+						defer unsubscribe()
+					}
+					calls := []toolrun.ToolCall{call("1", "once", ""), call("2", "next", "")}
+					ended := make(chan struct{})
+					go func() {
+						defer close(ended)
+						_, _ = ex.Run(context.Background(), "t", calls)
+					}()
+					select {
+					case <-ended:
+					case <-time.After(20 * time.Second):
+						t.Fatalf("%s: the goroutine that called Run neither returned nor ended", via)
+					}
+					done := make(chan []toolrun.Outcome, 1)
+					go func() {
+						out, err := ex.Run(context.Background(), "t", calls) // the batch again, as a resume would
+						assert.NoError(t, err)
+						done <- out
+					}()
+					select {
+					case out := <-done:
+						require.Len(t, out, 2, via)
+						assert.True(t, out[0].Resumed, "%s: the call's result was stored on the way out", via)
+						assert.Equal(t, "did it", out[0].Message.Content, via)
+						assert.Equal(t, "ran", out[1].Message.Content, via)
+						assert.Equal(t, int32(1), runs.Load(), "%s: the tool ran once", via)
+					case <-time.After(20 * time.Second):
+						t.Fatalf("%s: the thread's lock was not released", via)
+					}
+				}
+			},
+		},
+		{
 			name:    "InvokeTool recursion without end",
 			attacks: "a tool invokes itself through InvokeTool forever, which overflowed the goroutine stack (fatal, not recoverable)",
 			holds:   "the innermost call past the nesting limit gets an error result naming the limit, and every level returns",
