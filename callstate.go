@@ -144,6 +144,11 @@ func (s *callState) QueueTool(name string, args any) error {
 		s.b.mu.Unlock()
 		return fmt.Errorf("toolrun: queue %s: QueueTool needs a running batch, which this ThreadState is not in; use InvokeTool", name)
 	}
+	if s.b.queuedAll >= s.e.maxQueue {
+		s.b.mu.Unlock()
+		return fmt.Errorf("toolrun: queue %s: the batch already queued %d calls, the most one batch may queue (MaxQueued)", name, s.e.maxQueue)
+	}
+	s.b.queuedAll++
 	// Deterministic ids (<queuing call>_q<n>): a resumed batch recognises
 	// a queued call whose result is already stored.
 	s.b.queuedN++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 
 	"github.com/toolrun/toolrun/internal/observe"
@@ -39,10 +40,20 @@ type ExecutorOptions struct {
 	// invokes itself without end cannot exhaust the process. 0 means
 	// DefaultMaxNesting.
 	MaxNesting int
+	// MaxQueued bounds how many calls QueueTool may add to one batch (the
+	// calls of one Run, or of one model response in a runtime turn), the
+	// calls queued by queued calls included. Past the bound QueueTool
+	// queues nothing and returns an error naming the limit, so a tool that
+	// queues itself without end cannot keep a batch running for ever. 0
+	// means DefaultMaxQueued.
+	MaxQueued int
 }
 
 // DefaultMaxNesting is the nesting bound of ExecutorOptions.MaxNesting.
 const DefaultMaxNesting = 32
+
+// DefaultMaxQueued is the bound of ExecutorOptions.MaxQueued.
+const DefaultMaxQueued = 1000
 
 // Executor runs the tool calls of a thread: strictly one at a time, in
 // order, each result persisted as a tool message before the next call
@@ -60,6 +71,7 @@ type Executor struct {
 	locks   *keyedMutex
 	tracer  trace.Tracer
 	maxNest int
+	maxQueue int32
 	// bare and bareTools are the scope of bare batches and what their
 	// calls resolve to: the registry's function tools.
 	bare      *scope
@@ -73,6 +85,10 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	}
 	e := &Executor{reg: reg, store: records{opts.Store}, log: opts.Logger, hooks: opts.Hooks, code: opts.CodeRunner,
 		tracer: tracerOf(opts.TracerProvider), ev: &events{}, locks: &keyedMutex{}, maxNest: opts.MaxNesting, bare: &scope{}, bareTools: registryTools(reg)}
+	e.maxQueue = int32(min(max(opts.MaxQueued, 0), math.MaxInt32))
+	if e.maxQueue == 0 {
+		e.maxQueue = DefaultMaxQueued
+	}
 	if e.maxNest <= 0 {
 		e.maxNest = DefaultMaxNesting
 	}
@@ -218,6 +234,7 @@ type batch struct {
 	// room fit 1 KiB, an allocation size class).
 	stateUsed, msgUsed bool
 	queuedN            int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
+	queuedAll          int32  // calls QueueTool added to the batch
 	curCall            string // the top-level call running now (ids of the calls it queues derive from it)
 	started            idSet  // calls whose tool_call_started already fired
 	resultID           string // id the running call's result message will get

@@ -177,6 +177,48 @@ func hostileCases() []hostileCase {
 			},
 		},
 		{
+			name:    "a tool that queues itself without end",
+			attacks: "a tool queues a call of itself every time it runs, which kept its batch, and the Run or turn that ran it, going for ever",
+			holds:   "QueueTool refuses past the batch's bound with an error naming it, and Run returns every outcome up to there, stored",
+			run: func(t *testing.T) {
+				for _, limit := range []int{0, 5} {
+					want := limit
+					if want == 0 {
+						want = toolrun.DefaultMaxQueued
+					}
+					var refusal atomic.Value
+					ex := newExec(t, &toolrun.ExecutorOptions{MaxQueued: limit},
+						fn("again", func(_ context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+							if err := s.QueueTool("again", nil); err != nil {
+								refusal.Store(err.Error())
+								return toolrun.Result{}, err
+							}
+							return toolrun.Text("queued myself"), nil
+						}))
+					done := make(chan []toolrun.Outcome, 1)
+					go func() {
+						out, err := ex.Run(context.Background(), "t", []toolrun.ToolCall{call("1", "again", "")})
+						assert.NoError(t, err)
+						done <- out
+					}()
+					select {
+					case out := <-done:
+						require.Len(t, out, want+1, "limit %d", limit)
+						assert.Equal(t, "queued myself", out[want-1].Message.Content)
+						last := out[want].Message
+						assert.Equal(t, toolrun.StatusError, last.ToolStatus)
+						assert.Contains(t, last.Content, fmt.Sprintf("the batch already queued %d calls, the most one batch may queue (MaxQueued)", want))
+						assert.Equal(t, "Failed to execute tool: "+refusal.Load().(string), last.Content)
+						stored, err := ex.Store().ListMessages(context.Background(), "t", toolrun.MessageQuery{Limit: 2 * want})
+						require.NoError(t, err)
+						assert.Len(t, stored.Messages, want+1, "every result is stored")
+					case <-time.After(60 * time.Second):
+						t.Fatalf("limit %d: Run did not return", limit)
+					}
+				}
+			},
+		},
+		{
 			name:    "InvokeTool recursion without end",
 			attacks: "a tool invokes itself through InvokeTool forever, which overflowed the goroutine stack (fatal, not recoverable)",
 			holds:   "the innermost call past the nesting limit gets an error result naming the limit, and every level returns",

@@ -38,6 +38,9 @@ type RuntimeOptions struct {
 	MaxTotalSteps int
 	// MaxNesting bounds how deeply calls nest (ExecutorOptions.MaxNesting).
 	MaxNesting int
+	// MaxQueued bounds the calls QueueTool may add to the batch of one
+	// model response (ExecutorOptions.MaxQueued).
+	MaxQueued int
 }
 
 // Runtime runs agents on threads: a model answers, its tool calls run
@@ -109,7 +112,7 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 		opts = &RuntimeOptions{}
 	}
 	ex := NewExecutor(reg, &ExecutorOptions{Store: opts.Store, Env: opts.Env, Logger: opts.Logger, Hooks: opts.Hooks, CodeRunner: opts.CodeRunner,
-		TracerProvider: opts.TracerProvider, MaxNesting: opts.MaxNesting})
+		TracerProvider: opts.TracerProvider, MaxNesting: opts.MaxNesting, MaxQueued: opts.MaxQueued})
 	rt := &Runtime{reg: reg, ex: ex, store: ex.store, log: ex.log, maxTotal: opts.MaxTotalSteps,
 		turns: ex.locks, bg: newWorkCounter(), owner: opts.Owner, checks: &defCheck{}, lifecycleArgsCache: &sync.Map{}}
 	if rt.maxTotal <= 0 {
