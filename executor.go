@@ -61,16 +61,16 @@ const DefaultMaxQueued = 1000
 // never a Go error from Run. An Executor is safe for concurrent use; batches
 // of one thread are serialised, batches of different threads run in parallel.
 type Executor struct {
-	reg     *Registry
-	store   records
-	env     map[string]EnvValue
-	log     *slog.Logger
-	hooks   Hooks
-	code    CodeRunner
-	ev      *events // shared by the per-turn views of a Runtime
-	locks   *keyedMutex
-	tracer  trace.Tracer
-	maxNest int
+	reg      *Registry
+	store    records
+	env      map[string]EnvValue
+	log      *slog.Logger
+	hooks    Hooks
+	code     CodeRunner
+	ev       *events // shared by the per-turn views of a Runtime
+	locks    *keyedMutex
+	tracer   trace.Tracer
+	maxNest  int
 	maxQueue int32
 	// bare and bareTools are the scope of bare batches and what their
 	// calls resolve to: the registry's function tools.
