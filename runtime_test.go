@@ -247,6 +247,26 @@ func TestEmptyResponseGetsASyntheticFailedCall(t *testing.T) {
 	assert.Equal(t, "user assistant+calls tool:invalid_assistant_response assistant", roles(reply.Messages))
 }
 
+// TestNamelessCallIsToldApartFromAnEmptyResponse: a call that streamed no
+// name cannot run and is left out of the stored response; the model is
+// told what was wrong with it, not that it said nothing.
+func TestNamelessCallIsToldApartFromAnEmptyResponse(t *testing.T) {
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	w.p.Add(scripted.Calls(scripted.Call("", map[string]any{"number": 7})), scripted.Text("now with text"))
+	reply, err := w.rt.Send(context.Background(), w.thread(t), "x")
+	require.NoError(t, err)
+	assert.Equal(t, "now with text", reply.Text)
+	require.Equal(t, "user assistant+calls tool:invalid_assistant_response assistant", roles(reply.Messages))
+	for _, c := range reply.Messages[1].ToolCalls {
+		assert.NotEmpty(t, c.Name, "no call without a name is stored")
+	}
+	assert.Equal(t, "Failed to execute tool: The response's tool call had no tool name, so it could not run: call a tool by one of the names offered, or reply with text.", reply.Messages[2].Content)
+	reqs := w.p.Requests()
+	require.Len(t, reqs, 2)
+	seen := reqs[1].Messages[len(reqs[1].Messages)-1]
+	assert.Equal(t, reply.Messages[2].Content, seen.Content, "the model reads why")
+}
+
 func TestProviderErrorIsReturnedAndNothingHalfStored(t *testing.T) {
 	w := newWorld(t, triagePrompt(), toolrun.Side{})
 	w.p.Add(scripted.Fail("rate limited", &scripted.ErrorOptions{Code: "rate_limit", Status: 429, Retryable: true}))

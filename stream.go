@@ -38,6 +38,9 @@ type response struct {
 	calls keyed[int, *pendingCall] // by stream index, in the order they first streamed
 	ids   idSet                    // ids given to the response's calls
 	err   error                    // what ended the stream early
+	// nameless counts the calls that streamed no name, which are left out:
+	// no tool answers to "", and a provider would refuse the call sent back.
+	nameless int
 }
 
 // call returns the pending call of stream index i, added when it is new.
@@ -132,6 +135,7 @@ func (r *response) finish() (string, []ToolCall) {
 	for _, e := range r.calls.entries {
 		pc := e.val
 		if pc.call.Name == "" {
+			r.nameless++
 			continue
 		}
 		if pc.call.Arguments == "" {
@@ -176,7 +180,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	r := &ts.resp
 	r.calls.reset()
 	r.ids.reset()
-	r.rt, r.ctx, r.ts, r.b, r.tools, r.text = rt, ctx, ts, b, tools, strings.Builder{}
+	r.rt, r.ctx, r.ts, r.b, r.tools, r.text, r.nameless = rt, ctx, ts, b, tools, strings.Builder{}, 0
 	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
 	sctx, span := rt.startChatSpan(ctx, ts)
 	defer span.End()

@@ -253,9 +253,16 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		if strings.TrimSpace(text) != "" {
 			lastText = text
 		}
+		if n := ts.resp.nameless; n > 0 {
+			rt.log.WarnContext(ctx, "toolrun: the model's response held tool calls without a name; they were left out", "thread", th.ID, "calls", n)
+		}
 		if empty {
+			why := "The response was empty: reply with text or call a tool."
+			if ts.resp.nameless > 0 {
+				why = "The response's tool call had no tool name, so it could not run: call a tool by one of the names offered, or reply with text."
+			}
 			em := &Message{Role: RoleTool, ToolCallID: calls[0].ID, Name: calls[0].Name, ToolStatus: StatusError, Prompt: prompt.Name,
-				Content: errorContent("The response was empty: reply with text or call a tool."),
+				Content: errorContent(why),
 				Side:    sideKey}
 			if err := rt.store.AppendMessages(ctx, th.ID, em); err != nil {
 				return turnResult{}, &StoreError{Op: "append tool result", Err: err}
