@@ -250,6 +250,10 @@ func mapErr(err error) error {
 		return fmt.Errorf("%w: %s", ErrStaleLease, pe.Message)
 	case pe.Code == "23505" && pe.ConstraintName == "messages_tool_result":
 		return toolrun.ErrDuplicateToolResult
+	case pe.Code == "22021" || pe.Code == "22P05":
+		// A text the server cannot hold: a NUL byte in a text column, or a
+		// \u0000 escape in a jsonb one.
+		return fmt.Errorf("%w: %w", toolrun.ErrUnstorable, err)
 	}
 	return err
 }

@@ -30,6 +30,7 @@ func cases() []testCase {
 		{name: "Thread/DeepCopy", rule: "threads handed to or returned by the store do not share maps or slices with it", fn: caseThreadDeepCopy},
 		{name: "Messages/AsGiven", rule: "AppendMessages assigns only Seq (strictly increasing, written back) and keeps every other field as given; a stored message's ThreadID is its thread's", fn: caseMessagesAsGiven},
 		{name: "Messages/Incomplete", rule: "AppendMessages refuses a batch with a message without ID or CreatedAt, or with a Depth outside 0 to 2^31-1, with an error naming the field, and stores none of it", fn: caseMessagesIncomplete},
+		{name: "Messages/NulBytes", rule: "a message with a NUL byte in a text field is either stored and returned intact or refused with an error wrapping ErrUnstorable, and a refused append stores nothing of its batch", fn: caseMessagesNulBytes},
 		{name: "Messages/UnknownThread", rule: "AppendMessages fails with ErrNotFound when the thread does not exist", fn: caseMessagesUnknownThread},
 		{name: "Messages/RoundTrip", rule: "every Message field survives AppendMessages and ListMessages/ToolResult", fn: caseMessagesRoundTrip},
 		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
@@ -448,6 +449,51 @@ func caseMessagesIncomplete(e *env) {
 	}
 	if got := e.listAll(st, thread); len(got) != 0 {
 		e.Errorf("refused appends stored %d messages; want none", len(got))
+	}
+}
+
+func caseMessagesNulBytes(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	const nul = "a\x00b"
+	fields := []struct {
+		name string
+		set  func(m *toolrun.Message)
+	}{
+		{"Content", func(m *toolrun.Message) { m.Content = nul }},
+		{"ToolCallID", func(m *toolrun.Message) { m.ToolCallID = nul }},
+		{"Name", func(m *toolrun.Message) { m.Name = nul }},
+		{"ErrorCode", func(m *toolrun.Message) { m.ErrorCode = nul }},
+		{"ErrorData", func(m *toolrun.Message) { m.ErrorData = map[string]any{nul: nul} }},
+		{"Stack", func(m *toolrun.Message) { m.Stack = nul }},
+		{"Arguments", func(m *toolrun.Message) { m.Arguments = nul }},
+		{"Prompt", func(m *toolrun.Message) { m.Prompt = nul }},
+		{"Side", func(m *toolrun.Message) { m.Side = nul }},
+		{"CallDigest", func(m *toolrun.Message) { m.CallDigest = nul }},
+		{"Metadata", func(m *toolrun.Message) { m.Metadata = map[string]any{"k": nul} }},
+		{"ToolCalls", func(m *toolrun.Message) { m.ToolCalls = []toolrun.ToolCall{{ID: nul, Name: nul, Arguments: nul}} }},
+	}
+	var kept []*toolrun.Message
+	for i, f := range fields {
+		good := &toolrun.Message{Role: toolrun.RoleUser, Content: "before " + f.name}
+		bad := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_%d", i), Name: "t", ToolStatus: toolrun.StatusSuccess, Content: "r"}
+		f.set(bad)
+		err := e.appendMsgs(st, thread, good, bad)
+		switch {
+		case err == nil:
+			kept = append(kept, good, bad)
+		case !errors.Is(err, toolrun.ErrUnstorable):
+			e.Errorf("AppendMessages of a NUL byte in %s failed with %v, which does not wrap ErrUnstorable", f.name, err)
+		}
+	}
+	got := e.listAll(st, thread)
+	if len(got) != len(kept) {
+		e.Fatalf("stored %d messages; want the %d of the appends that succeeded", len(got), len(kept))
+	}
+	for i := range got {
+		if d := diffMessage(&got[i], kept[i]); d != "" {
+			e.Errorf("a message with a NUL byte did not come back intact: %s", d)
+		}
 	}
 }
 
