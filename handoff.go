@@ -65,6 +65,75 @@ func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) err
 	return nil
 }
 
+// resumeHandoff records again the handoff of a resumed call. Its result
+// ("Handoff complete") was stored with the batch and told the model that
+// the thread went to the agent, but the switch after the batch may not
+// have been stored (a failed thread update, a crash): the resumed turn
+// completes it. Applying a handoff that was already applied changes
+// nothing: the thread gets the same agent, arguments and turn count, and
+// its first message was not stored, or Resume would not have found the
+// response, which that message follows. As when the calls ran, the last
+// handoff of the batch wins; one that a call run in this batch recorded
+// comes after every resumed call.
+//
+// A resumed call of an agent's name whose stored result is a success was a
+// handoff: every other call of an agent's name gets an error result.
+func (rt *Runtime) resumeHandoff(ctx context.Context, ts *turnState, b *batch, resp *Message, outcomes []Outcome) {
+	ts.mu.Lock()
+	recorded := ts.handoff != nil
+	ts.mu.Unlock()
+	if recorded {
+		return
+	}
+	for i := len(outcomes) - 1; i >= 0; i-- {
+		o := &outcomes[i]
+		if !o.Resumed || o.Message == nil || o.Message.ToolStatus != StatusSuccess {
+			continue
+		}
+		e := rt.reg.lookup(o.Call.Name, "")
+		if e == nil || !isAgent(e.def) {
+			continue
+		}
+		// The response's calls come first in the batch, in order: their
+		// arguments are the model's, as the handler read them; a queued
+		// call's are those stored with its result, redacted.
+		args, model := o.Call.Arguments, i < len(resp.ToolCalls)
+		if model {
+			args = resp.ToolCalls[i].Arguments
+		} else if o.Call.Redacted {
+			rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: its queued arguments held a secret, which is not stored",
+				"thread", ts.th.ID, "agent", e.name, "call", o.Call.ID)
+			return
+		}
+		h := rt.handoffHandler(ts, e.name, e.def.(*Agent), rt.handoffConfig(resp.Prompt, e))
+		if model && b.sc.nullOptionals {
+			args, _ = h.args.Schema().StripOptionalNulls(args)
+		}
+		if res, _ := h.run(ctx, call{e: rt.ex, b: b, id: o.Call.ID, args: args}); res.IsError() {
+			rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: its arguments no longer pass the agent's schema",
+				"thread", ts.th.ID, "agent", e.name, "call", o.Call.ID, "error", res.Error)
+		}
+		return
+	}
+}
+
+// handoffConfig returns the tools entry of prompt for the agent of e, which
+// names the init properties of a handoff the prompt's model asked for; nil
+// when the prompt has none.
+func (rt *Runtime) handoffConfig(prompt string, e *entry) *SubpromptConfig {
+	p, ok := rt.reg.Prompt(prompt)
+	if !ok {
+		return nil
+	}
+	for _, wrapped := range p.Tools {
+		entry, _ := unwrapEntry(wrapped)
+		if cfg, ok := entry.(*SubpromptConfig); ok && rt.reg.lookup(entry.promptToolName(), "") == e {
+			return cfg
+		}
+	}
+	return nil
+}
+
 func textOf(v any) string {
 	if s, ok := v.(string); ok {
 		return s

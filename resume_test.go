@@ -93,3 +93,117 @@ func TestResumeOfAThreadWaitingForTheHumanDoesNothing(t *testing.T) {
 	assert.Empty(t, reply.Messages)
 	assert.Len(t, w.p.Requests(), n, "no model request")
 }
+
+// handoffWorld is a world whose triage prompt can hand off to the
+// billing_specialist agent (the handoff's note becomes billing's first
+// message) and call the extra tools, over a store whose write op fails at
+// its failAt-th time (and after it too, when sticky).
+func handoffWorld(t *testing.T, mem toolrun.Store, op string, failAt int, sticky bool, tools ...*toolrun.Func[noArgs]) *world {
+	billing := &toolrun.Prompt{Name: "billing_expert", Model: "m", Text: "You handle billing for {{customer}}.", IncludeChat: true, IncludePastTools: true}
+	main := triagePrompt()
+	main.Tools = append(main.Tools, &toolrun.SubpromptConfig{Name: "billing_specialist", InitUserMessageProperty: "note"})
+	defs := []toolrun.Definition{billing,
+		&toolrun.Agent{Name: "billing_specialist", ExposeAsTool: true, SideA: toolrun.Side{Prompt: "billing_expert"}, SideB: toolrun.Side{Human: true}}}
+	for _, f := range tools {
+		main.Tools = append(main.Tools, toolrun.Use(f.Name))
+		defs = append(defs, f)
+	}
+	w := newWorld(t, main, toolrun.Side{}, defs...)
+	failing := &storetest.FailingStore{Store: mem, FailAt: failAt, Sticky: sticky, Match: func(o string) bool { return o == op }}
+	w.rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: failing})
+	return w
+}
+
+// TestResumeCompletesAHandoffWhoseThreadUpdateFailed: the handoff's result
+// "Handoff complete" is stored with the batch, and the thread switches
+// agent after it. When that switch is not stored (the store's thread update
+// fails, or the process dies first), Resume completes the handoff: the new
+// agent gets the thread, its arguments and its first message, and answers.
+// It used to resume the call without its handoff and ask the old agent's
+// model again, which had been told that the handoff was complete.
+func TestResumeCompletesAHandoffWhoseThreadUpdateFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// The failAt-th write of op fails.
+		op     string
+		failAt int
+		// restart makes the write fail for good and resumes on a new runtime
+		// over the store, as after a crash; otherwise the write fails once
+		// and the same runtime resumes.
+		restart bool
+		agent   string // the thread's agent after the failed Send
+	}{
+		{name: "the update failed once", op: storetest.OpUpdateThread, failAt: 1, agent: "agent"},
+		{name: "the process died before the update", op: storetest.OpUpdateThread, failAt: 1, restart: true, agent: "agent"},
+		// Appends: user message, response, handoff result, first message.
+		{name: "the first message failed after the update", op: storetest.OpAppendMessages, failAt: 4, agent: "billing_specialist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := toolrun.NewMemoryStore()
+			w := handoffWorld(t, mem, tc.op, tc.failAt, tc.restart)
+			w.p.Add(
+				scripted.Calls(scripted.Call("billing_specialist", map[string]any{"customer": "ACME", "note": "refund order 7"})),
+				scripted.Text("Billing here."),
+			)
+			id := w.thread(t)
+			_, err := w.rt.Send(context.Background(), id, "refund please")
+			require.ErrorIs(t, err, storetest.ErrInjected)
+			th, err := mem.GetThread(context.Background(), id)
+			require.NoError(t, err)
+			require.Equal(t, tc.agent, th.AgentID)
+
+			rt := w.rt
+			if tc.restart {
+				rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: mem})
+			}
+			reply, err := rt.Resume(context.Background(), id)
+			require.NoError(t, err)
+			assert.Equal(t, toolrun.StopResponse, reply.StopReason)
+			assert.Equal(t, "Billing here.", reply.Text)
+			assert.Equal(t, "user assistant", roles(reply.Messages), "billing's first message, then its answer")
+			th, err = mem.GetThread(context.Background(), id)
+			require.NoError(t, err)
+			assert.Equal(t, "billing_specialist", th.AgentID)
+			assert.Equal(t, map[string]any{"customer": "ACME", "note": "refund order 7"}, th.Arguments)
+
+			reqs := w.p.Requests()
+			require.Len(t, reqs, 2, "the triage model is not asked again")
+			assert.Equal(t, "You handle billing for ACME.", reqs[1].System, "the new agent answers")
+			all, err := mem.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
+			require.NoError(t, err)
+			require.Equal(t, "user assistant+calls tool:billing_specialist user assistant", roles(all.Messages))
+			assert.Equal(t, "Handoff complete", all.Messages[2].Content)
+			assert.Equal(t, "refund order 7", all.Messages[3].Content)
+			assert.Equal(t, "billing_expert", all.Messages[4].Prompt)
+		})
+	}
+}
+
+// TestResumeCompletesAQueuedHandoff: a handoff a tool queued is completed
+// on Resume like one the model called, from the arguments stored with its
+// result; the tool that queued it does not run again.
+func TestResumeCompletesAQueuedHandoff(t *testing.T) {
+	escalations := 0
+	escalate := fn("escalate", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		escalations++
+		return toolrun.Text("escalated"), s.QueueTool("billing_specialist", map[string]any{"customer": "ACME", "note": "refund order 7"})
+	})
+	mem := toolrun.NewMemoryStore()
+	w := handoffWorld(t, mem, storetest.OpUpdateThread, 1, false, escalate)
+	w.p.Add(scripted.Calls(scripted.Call("escalate", nil)), scripted.Text("Billing here."))
+	id := w.thread(t)
+	_, err := w.rt.Send(context.Background(), id, "refund please")
+	require.ErrorIs(t, err, storetest.ErrInjected)
+
+	reply, err := w.rt.Resume(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "Billing here.", reply.Text)
+	assert.Equal(t, 1, escalations)
+	th, err := mem.GetThread(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, "billing_specialist", th.AgentID)
+	assert.Equal(t, map[string]any{"customer": "ACME", "note": "refund order 7"}, th.Arguments)
+	all, err := mem.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
+	require.NoError(t, err)
+	assert.Equal(t, "user assistant+calls tool:escalate tool:billing_specialist user assistant", roles(all.Messages))
+}

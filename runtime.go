@@ -301,6 +301,12 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 // thread waiting for the human returns at once, with StopReason StopHuman
 // and no messages.
 //
+// A handoff whose result ("Handoff complete") is stored but whose switch of
+// the thread to the new agent is not (the store failed, the process died)
+// is completed: the thread goes to that agent, with the handoff's
+// arguments and first message, and the agent takes the turn, as it would
+// have in the interrupted Send.
+//
 // A turn resumes with a fresh MaxSteps budget. A prompt tool's sub-prompt
 // that was interrupted runs again from its start.
 func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) {
@@ -342,13 +348,13 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 		// can be more than a page. A user message of the other side means
 		// the turn began after the last response; one without a side was
 		// injected (by a tool, say) and is part of the turn.
-		var calls []ToolCall
+		var resp *Message
 	scan:
 		for offset := 0; ; {
 			for i := range p.Messages {
 				m := &p.Messages[i]
 				if m.Role == RoleAssistant && sideOf(m) == side {
-					calls = m.ToolCalls
+					resp = m
 					break scan
 				}
 				if m.Role == RoleUser && sideOf(m) != side && sideOf(m) != "" {
@@ -363,7 +369,7 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 				return nil, &StoreError{Op: "list messages", Err: err}
 			}
 		}
-		return rt.runSession(ctx, th, side, startSeq, calls)
+		return rt.runSession(ctx, th, side, startSeq, resp)
 	})
 }
 

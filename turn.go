@@ -85,9 +85,9 @@ type turnResult struct {
 
 // runSession runs side turns starting with side until a human side is
 // next, the session ends or a guard stops it. The thread's turn lock is held.
-// resume, when not nil, are the calls of a stored response the first turn
+// resume, when not nil, is a stored response whose calls the first turn
 // runs (resuming those with stored results) before its first request.
-func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64, resume []ToolCall) (*Reply, error) {
+func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64, resume *Message) (*Reply, error) {
 	reply := &Reply{ThreadID: th.ID}
 	var total atomic.Int64
 	for {
@@ -158,7 +158,7 @@ func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, star
 
 // runTurn runs one side's turn: model requests and tool batches until the
 // side stops.
-func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64, resume []ToolCall) (turnResult, error) {
+func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *Side, sideKey string, total *atomic.Int64, resume *Message) (turnResult, error) {
 	prompt, ok := rt.reg.Prompt(side.Prompt)
 	if !ok {
 		return turnResult{}, fmt.Errorf("toolrun: agent %s: prompt %q is not registered", agent.Name, side.Prompt)
@@ -191,6 +191,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			}
 			return turnResult{}, true, err
 		}
+		if !fresh {
+			rt.resumeHandoff(ctx, ts, b, resume, outcomes)
+		}
 		exec.StepCount = steps
 		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
 			return res, true, nil
@@ -200,12 +203,12 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		return turnResult{}, false, nil
 	}
-	if len(resume) > 0 {
+	if resume != nil && len(resume.ToolCalls) > 0 {
 		b, _, err := rt.prepare(ctx, ts)
 		if err != nil {
 			return turnResult{}, err
 		}
-		if res, done, err := runCalls(b, resume, false); done {
+		if res, done, err := runCalls(b, resume.ToolCalls, false); done {
 			return res, err
 		}
 	}
