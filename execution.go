@@ -15,7 +15,12 @@ type Execution struct {
 }
 
 // Stop ends the execution: the calls still queued in the running batch are
-// dropped without results, and no further model step starts.
+// dropped without results, and no further model step starts. A runtime
+// turn ended so answers StopStopped, and stores a silent system message
+// (ErrorCode StopStopped, never sent to a model) after the batch's results
+// that records the end, so that Runtime.Resume does not run the dropped
+// calls or ask the model again. Stop inside a prompt tool's sub-prompt
+// ends only the sub-prompt.
 func (e *Execution) Stop() { e.stopped.Store(true) }
 
 // Stopped reports whether Stop was called.

@@ -53,7 +53,9 @@ type Message struct {
 	ToolStatus Status `json:"tool_status,omitempty"`
 	// ErrorCode, ErrorData and Stack are the tool result's (a recovered
 	// panic's stack included), kept and never sent to a model. ErrorCode is
-	// also set on the assistant message the repeated-error breaker stores.
+	// also set on the assistant message the repeated-error breaker stores,
+	// and is StopStopped on the silent system message that records a turn a
+	// tool ended with Execution.Stop (a message no model is sent).
 	ErrorCode string         `json:"error_code,omitempty"`
 	ErrorData map[string]any `json:"error_data,omitempty"`
 	Stack     string         `json:"stack,omitempty"`

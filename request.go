@@ -154,6 +154,9 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 				}
 				out = appendModel(out, m)
 			default:
+				if isStopRecord(m) {
+					continue // bookkeeping for Resume: the model never sees it
+				}
 				flushQueued()
 				out = appendModel(out, m)
 			}

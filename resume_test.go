@@ -3,6 +3,7 @@ package toolrun_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/provider/scripted"
+	"github.com/toolrun/toolrun/store/sqlite"
 	"github.com/toolrun/toolrun/store/storetest"
 )
 
@@ -206,4 +208,149 @@ func TestResumeCompletesAQueuedHandoff(t *testing.T) {
 	all, err := mem.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
 	require.NoError(t, err)
 	assert.Equal(t, "user assistant+calls tool:escalate tool:billing_specialist user assistant", roles(all.Messages))
+}
+
+// stopWorld is a world whose triage prompt can call stopper (which queues
+// later, then calls Execution.Stop), probe and later, the last two counting
+// their runs in runs, over st.
+func stopWorld(t *testing.T, st toolrun.Store, runs map[string]int) *world {
+	stopper := fn("stopper", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		if err := s.QueueTool("later", nil); err != nil {
+			return toolrun.Result{}, err
+		}
+		s.Execution().Stop()
+		return toolrun.Text("stopping"), nil
+	})
+	p := triagePrompt()
+	p.Tools = append(p.Tools, toolrun.Use("stopper"), toolrun.Use("probe"), toolrun.Use("later"))
+	w := newWorld(t, p, toolrun.Side{}, stopper, countedTool("probe", runs), countedTool("later", runs))
+	w.rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: st})
+	return w
+}
+
+// TestResumeAfterExecutionStopEndsTheTurn: a turn a tool ended with
+// Execution.Stop is over, and Resume says so (StopStopped) without running
+// the calls Stop dropped or asking the model again. Resume used to run
+// them, the queued ones too, and then start a model request. The stop is
+// recorded in the store, so a restarted process (on SQLite) sees it too,
+// and the model never sees that record: the dropped calls reach it as
+// calls without a result, as they always did.
+func TestResumeAfterExecutionStopEndsTheTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		calls []scripted.ToolCall
+		// probes is how often probe ran in the stopped turn; stored, the
+		// roles of what it stored.
+		probes int
+		stored string
+		sqlite bool
+	}{
+		{name: "calls after the stop were dropped", calls: []scripted.ToolCall{scripted.Call("stopper", nil), scripted.Call("probe", nil)},
+			stored: "user assistant+calls tool:stopper system"},
+		{name: "only a queued call was dropped", calls: []scripted.ToolCall{scripted.Call("probe", nil), scripted.Call("stopper", nil)},
+			probes: 1, stored: "user assistant+calls tool:probe tool:stopper system"},
+		{name: "SQLite, after a restart", calls: []scripted.ToolCall{scripted.Call("stopper", nil), scripted.Call("probe", nil)},
+			stored: "user assistant+calls tool:stopper system", sqlite: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st toolrun.Store = toolrun.NewMemoryStore()
+			path := filepath.Join(t.TempDir(), "t.db")
+			if tc.sqlite {
+				db, err := sqlite.Open(path, nil)
+				require.NoError(t, err)
+				st = db
+			}
+			runs := map[string]int{}
+			w := stopWorld(t, st, runs)
+			w.p.Add(scripted.Calls(tc.calls...), scripted.Text("must not be asked"))
+			id := w.thread(t)
+			reply, err := w.rt.Send(context.Background(), id, "go")
+			require.NoError(t, err)
+			assert.Equal(t, toolrun.StopStopped, reply.StopReason)
+			assert.Equal(t, tc.stored, roles(reply.Messages))
+			ran := func() [2]int { return [2]int{runs["probe"], runs["later"]} }
+			assert.Equal(t, [2]int{tc.probes, 0}, ran(), "probe's and later's runs")
+
+			rt := w.rt
+			if tc.sqlite {
+				require.NoError(t, st.(*sqlite.Store).Close())
+				db, err := sqlite.Open(path, nil)
+				require.NoError(t, err)
+				defer db.Close()
+				st = db
+				rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: st})
+			}
+			resumed, err := rt.Resume(context.Background(), id)
+			require.NoError(t, err)
+			assert.Equal(t, toolrun.StopStopped, resumed.StopReason)
+			assert.Empty(t, resumed.Messages, "Resume stores nothing")
+			assert.Equal(t, [2]int{tc.probes, 0}, ran(), "no dropped call runs, queued or not")
+			assert.Len(t, w.p.Requests(), 1, "no model request")
+			all, err := st.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
+			require.NoError(t, err)
+			assert.Equal(t, tc.stored, roles(all.Messages))
+
+			// The next Send starts a turn; its model sees the stopped
+			// response's calls, a dropped one without a result, and no
+			// record of the stop.
+			reply, err = rt.Send(context.Background(), id, "go on")
+			require.NoError(t, err)
+			assert.Equal(t, "must not be asked", reply.Text)
+			req := w.p.LastRequest()
+			wantRoles := map[int]string{0: "user assistant+calls tool:stopper tool:probe user", 1: "user assistant+calls tool:probe tool:stopper user"}[tc.probes]
+			require.Equal(t, wantRoles, roles(req.Messages))
+			if tc.probes == 0 {
+				assert.Equal(t, `Tool result missing from conversation history for prior call "probe". Treat this as a failed tool call.`, req.Messages[3].Content)
+			}
+			assert.Equal(t, [2]int{tc.probes, 0}, ran())
+		})
+	}
+}
+
+// failOnce is a store whose first append of a message that fail matches
+// fails, storing nothing of that append.
+type failOnce struct {
+	toolrun.Store
+	fail   func(m *toolrun.Message) bool
+	failed bool
+}
+
+func (f *failOnce) AppendMessages(ctx context.Context, threadID string, msgs ...*toolrun.Message) error {
+	for _, m := range msgs {
+		if !f.failed && f.fail(m) {
+			f.failed = true
+			return storetest.ErrInjected
+		}
+	}
+	return f.Store.AppendMessages(ctx, threadID, msgs...)
+}
+
+// TestResumeAfterAStopResumesALaterInterruptedTurn: the record of a stopped
+// turn ends that turn only; a later turn that a store failure interrupted
+// resumes as any other, running the calls without a result and asking the
+// model again.
+func TestResumeAfterAStopResumesALaterInterruptedTurn(t *testing.T) {
+	runs := map[string]int{}
+	st := &failOnce{Store: toolrun.NewMemoryStore(), fail: func(m *toolrun.Message) bool {
+		return m.Role == toolrun.RoleTool && m.Name == "later" && m.ToolCallID == "second"
+	}}
+	w := stopWorld(t, st, runs)
+	w.p.Add(scripted.Calls(scripted.Call("stopper", nil), scripted.Call("probe", nil)),
+		scripted.Calls(scripted.Call("probe", nil), scripted.ToolCall{ID: "second", Name: "later", Arguments: "{}"}),
+		scripted.Text("both done"))
+	id := w.thread(t)
+	reply, err := w.rt.Send(context.Background(), id, "go")
+	require.NoError(t, err)
+	require.Equal(t, toolrun.StopStopped, reply.StopReason)
+	_, err = w.rt.Send(context.Background(), id, "again")
+	require.ErrorIs(t, err, storetest.ErrInjected)
+	assert.Equal(t, map[string]int{"probe": 1, "later": 1}, runs)
+
+	reply, err = w.rt.Resume(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.StopResponse, reply.StopReason)
+	assert.Equal(t, "both done", reply.Text)
+	assert.Equal(t, map[string]int{"probe": 1, "later": 2}, runs, "probe's result was stored; later's was lost, so it runs again")
+	assert.Equal(t, "tool:later assistant", roles(reply.Messages))
+	assert.Len(t, w.p.Requests(), 3)
 }

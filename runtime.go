@@ -301,6 +301,10 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 // thread waiting for the human returns at once, with StopReason StopHuman
 // and no messages.
 //
+// Resume does not undo a deliberate stop: a turn that a tool ended with
+// Execution.Stop is over, and Resume returns at once, with StopReason
+// StopStopped and no messages, running none of the calls Stop dropped.
+//
 // A handoff whose result ("Handoff complete") is stored but whose switch of
 // the thread to the new agent is not (the store failed, the process died)
 // is completed: the thread goes to that agent, with the handoff's
@@ -353,6 +357,10 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 		for offset := 0; ; {
 			for i := range p.Messages {
 				m := &p.Messages[i]
+				if isStopRecord(m) {
+					// A tool ended the turn with Execution.Stop: it is over.
+					return &Reply{ThreadID: th.ID, StopReason: StopStopped}, nil
+				}
 				if m.Role == RoleAssistant && sideOf(m) == side {
 					resp = m
 					break scan

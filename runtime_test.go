@@ -387,7 +387,10 @@ func TestExecutionStopDropsTheRest(t *testing.T) {
 	reply, err := w.rt.Send(context.Background(), w.thread(t), "x")
 	require.NoError(t, err)
 	assert.Equal(t, toolrun.StopStopped, reply.StopReason)
-	assert.Equal(t, "user assistant+calls tool:stopper", roles(reply.Messages), "the rest of the queue is dropped without results")
+	require.Equal(t, "user assistant+calls tool:stopper system", roles(reply.Messages), "the rest of the queue is dropped without results")
+	rec := reply.Messages[3]
+	assert.True(t, rec.Silent, "the stop's record is silent")
+	assert.Equal(t, toolrun.StopStopped, rec.ErrorCode)
 }
 
 func runtimeGosched() { time.Sleep(time.Millisecond) }

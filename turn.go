@@ -196,6 +196,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		exec.StepCount = steps
 		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
+			if res.stop == StopStopped {
+				return res, true, rt.recordStop(ctx, ts)
+			}
 			return res, true, nil
 		}
 		if stop, err := rt.breaker(ctx, ts, outcomes); err != nil || stop {
@@ -307,6 +310,26 @@ func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls [
 		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
 	}
 }
+
+// stopText is the content of the message that records a turn a tool ended
+// with Execution.Stop.
+const stopText = "Execution stopped by a tool: the calls still queued were not run."
+
+// recordStop stores the end of a turn a tool ended with Execution.Stop, so
+// that Resume knows the turn is over and does not run the calls Stop
+// dropped. The record is a silent system message with ErrorCode
+// StopStopped, for Resume and for people reading the thread; no model is
+// sent it (a dropped call reaches the model as a call without a result).
+func (rt *Runtime) recordStop(ctx context.Context, ts *turnState) error {
+	m := &Message{Role: RoleSystem, Content: stopText, ErrorCode: StopStopped, Silent: true, Prompt: ts.prompt.Name, Side: ts.sideKey}
+	if err := rt.store.AppendMessages(context.WithoutCancel(ctx), ts.th.ID, m); err != nil {
+		return &StoreError{Op: "append stop record", Err: err}
+	}
+	return nil
+}
+
+// isStopRecord reports the message recordStop stores.
+func isStopRecord(m *Message) bool { return m.Role == RoleSystem && m.ErrorCode == StopStopped }
 
 // bound wraps the handler of one of the side's session tools so that the
 // bindings apply to its results; other handlers come back as they are.
