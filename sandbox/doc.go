@@ -188,6 +188,20 @@
 // worker ran out of memory, error "WorkerCrashed" otherwise — and never
 // reaches the host as a panic.
 //
+// A new worker first says it is ready, and the pool hands out only workers
+// that have. One that has not said so within
+// [RunnerOptions.WorkerStartTimeout] (default [DefaultWorkerStartTimeout],
+// 10 s) — a WorkerCommand that is not a worker, a worker wedged while
+// starting — is killed and reaped, and the run that waited for it ends
+// with error "WorkerUnavailable" naming the timeout (one that exits before
+// it is ready: "WorkerCrashed"); the pool goes on starting workers for
+// later runs. Once a worker has taken a run, the run's own limits bound the
+// wait for it: Terminate, Timeout or the context end the run, and a worker
+// that has not let go of it TerminateGrace later is killed. A run with no Timeout and a context that
+// never ends waits for as long as its worker lives: the host cannot tell a
+// worker that stopped answering from code that computes, or awaits a host
+// function, for a long time.
+//
 // # What reaches the host
 //
 // Everything a run hands the host is bounded, in both modes, so sandbox

@@ -583,8 +583,8 @@ func evilRunner(behaviour string) func(Mode) *RunnerOptions {
 }
 
 // TestEvilWorkerProcess is not a test: it is the stand-in for a
-// compromised worker, started by evilRunner. It compiles honestly, then
-// answers a run frame with what evilEnv says.
+// compromised worker, started by evilRunner. It says it is ready and
+// compiles honestly, then answers a run frame with what evilEnv says.
 func TestEvilWorkerProcess(t *testing.T) {
 	behaviour := os.Getenv(evilEnv)
 	if behaviour == "" {
@@ -593,6 +593,8 @@ func TestEvilWorkerProcess(t *testing.T) {
 	in := bufio.NewReader(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
 	send := func(f *frame) { _ = writeFrame(out, f) }
+	send(&frame{T: frReady})
+	_ = out.Flush()
 	for {
 		f, err := readHostFrame(in)
 		if err != nil {

@@ -127,6 +127,10 @@ type workerProc struct {
 	dead   atomic.Bool
 	runs   int // guarded by being owned by one run at a time
 
+	ready   chan struct{} // closed by the reader on the worker's ready frame
+	gone    chan struct{} // closed by exited once the process is reaped
+	waitErr error         // what reaping it said; read after gone is closed
+
 	mu    sync.Mutex
 	cur   *workerRun
 	holds map[string]bool // bundles the worker has been sent or has compiled
@@ -181,7 +185,10 @@ func (p *workerPool) spawn() (*workerProc, error) {
 		cmd.Env = append(cmd.Env, spinEnv+"="+p.opts.SpinWait.String())
 	}
 	cmd.SysProcAttr = workerSysProcAttr()
-	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}}
+	// A process the worker started may keep its stderr open after it is
+	// gone; reaping it must not wait for that process.
+	cmd.WaitDelay = time.Second
+	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}, ready: make(chan struct{}), gone: make(chan struct{})}
 	var ctrlR *os.File
 	if runtime.GOOS != "windows" {
 		r, wr, err := os.Pipe()
@@ -224,9 +231,63 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	p.mu.Lock()
 	p.live[w] = struct{}{}
 	p.mu.Unlock()
-	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
 	go w.readLoop(newFrameReader(newSpinReader(stdout, p.opts.SpinWait, w.running), p.maxFrame, maxTransferBytes))
+	if err := w.awaitReady(argv[0]); err != nil {
+		return nil, err
+	}
+	p.opts.Logger.Debug("sandbox: worker started", "pid", cmd.Process.Pid)
 	return w, nil
+}
+
+// awaitReady waits for the ready frame of a worker just started. A worker
+// that exits first fails with WorkerCrashed; one that has not sent it
+// within RunnerOptions.WorkerStartTimeout is killed and fails with
+// WorkerUnavailable. Either way exited reaps the process: the host's end
+// of its stdout is closed here too, so the reader ends even when a process
+// the worker started holds the other end.
+func (w *workerProc) awaitReady(name string) error {
+	d := w.pool.opts.WorkerStartTimeout
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+		return nil
+	case <-w.gone:
+		select {
+		case <-w.ready:
+			// It was ready before it exited (the reader closes ready
+			// first): the run that gets it sees it dead and goes on.
+			return nil
+		default:
+		}
+		msg := fmt.Sprintf("sandbox worker %q exited before it was ready", name)
+		if w.waitErr != nil {
+			msg += ": " + w.waitErr.Error()
+		}
+		if l := lastLine(w.tail.String()); l != "" {
+			msg += " (" + l + ")"
+		}
+		return &Error{Name: "WorkerCrashed", Message: msg}
+	case <-t.C:
+	}
+	pid := w.cmd.Process.Pid
+	w.pool.opts.Logger.Warn("sandbox: worker did not say it was ready in time; killing it", "pid", pid, "timeout", d)
+	w.kill()
+	_ = w.stdout.Close()
+	return &Error{Name: "WorkerUnavailable", Message: fmt.Sprintf(
+		"sandbox worker %q (pid %d) started but did not say it was ready within %s (RunnerOptions.WorkerStartTimeout); it was killed", name, pid, d)}
+}
+
+// markReady records the worker's ready frame; false when it had sent one
+// already. Only the goroutine reading the worker's frames calls it.
+func (w *workerProc) markReady() bool {
+	select {
+	case <-w.ready:
+		return false
+	default:
+		close(w.ready)
+		return true
+	}
 }
 
 func (w *workerProc) send(f *frame) error { return w.out.send(f) }
@@ -331,6 +392,13 @@ func (w *workerProc) readLoop(fr *frameReader) {
 				w.violation(err.Error())
 			}
 			break
+		}
+		if f.T == frReady {
+			if !w.markReady() {
+				w.violation("a second ready frame")
+				break
+			}
+			continue
 		}
 		wr := w.current(f.ID)
 		if wr == nil {
@@ -498,6 +566,8 @@ func (w *workerProc) exited() {
 	w.pool.mu.Lock()
 	delete(w.pool.live, w)
 	w.pool.mu.Unlock()
+	w.waitErr = waitErr
+	close(w.gone)
 	w.mu.Lock()
 	wr := w.cur
 	w.cur = nil
@@ -712,7 +782,11 @@ func (p *workerPool) begin(run *Run, pr *prepared, cache *compileCache, haveSlot
 		w, err := p.get()
 		if err != nil {
 			release()
-			run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerUnavailable", Message: err.Error()}})
+			var e *Error // a worker that started but failed to get ready says how
+			if !errors.As(err, &e) {
+				e = &Error{Name: "WorkerUnavailable", Message: err.Error()}
+			}
+			run.settle(&outcome{status: StatusError, err: e})
 			return nil, nil, false
 		}
 		if testHookGotWorker != nil {

@@ -160,12 +160,16 @@ const (
 	// DefaultCacheBytes is the default of RunnerOptions.CacheBytes: 64 MiB
 	// of compiled bundles.
 	DefaultCacheBytes = 64 << 20
+	// DefaultWorkerStartTimeout is the default of
+	// RunnerOptions.WorkerStartTimeout: 10 seconds (a worker starts in
+	// about 10 ms on an idle machine).
+	DefaultWorkerStartTimeout = 10 * time.Second
 )
 
 // RunnerOptions configures a [Runner]. The zero value (and nil) is worker
 // mode with a pool of 2, a 256 MiB memory limit, no timeout, sources up to
-// 4 MiB compiled in workers and a 64 MiB bundle cache. New copies it; do
-// not mutate it concurrently with New.
+// 4 MiB compiled in workers, a 64 MiB bundle cache and 10 seconds for a
+// worker to start. New copies it; do not mutate it concurrently with New.
 type RunnerOptions struct {
 	// Mode is ModeWorker (the zero value) or ModeInProcess.
 	Mode Mode
@@ -188,6 +192,15 @@ type RunnerOptions struct {
 	// TerminateGrace is how long a terminated run may take to stop before
 	// its worker is killed; 0 means 300ms.
 	TerminateGrace time.Duration
+	// WorkerStartTimeout is how long a new worker process (compile-only
+	// workers too) may take to say it is ready, counted from its start: a
+	// worker that has not said so by then is killed, and a run waiting for
+	// it ends with error "WorkerUnavailable" naming the timeout. The
+	// worker's start-up includes the init functions of the binary it runs,
+	// so a binary that takes long to start needs more, or a helper binary
+	// (see WorkerCommand). 0 or negative means DefaultWorkerStartTimeout
+	// (10 s).
+	WorkerStartTimeout time.Duration
 	// CacheSize is the number of compiled bundles kept; 0 means 256.
 	CacheSize int
 	// CacheBytes bounds the memory the compiled bundles kept may take, as
@@ -254,6 +267,9 @@ func New(opts *RunnerOptions) *Runner {
 	}
 	if o.TerminateGrace <= 0 {
 		o.TerminateGrace = 300 * time.Millisecond
+	}
+	if o.WorkerStartTimeout <= 0 {
+		o.WorkerStartTimeout = DefaultWorkerStartTimeout
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = 256

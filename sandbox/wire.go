@@ -21,9 +21,14 @@ import (
 //
 //	parent -> worker: compile {id, request}; run {id, spec}; ret {id, c, value | error};
 //	                  term {id, error}
-//	worker -> parent: compiled {id, bundle | error}; need {id}; call {id, c, fn, args};
-//	                  report {id, value}; log {id, level, ts, args};
+//	worker -> parent: ready {}; compiled {id, bundle | error}; need {id};
+//	                  call {id, c, fn, args}; report {id, value}; log {id, level, ts, args};
 //	                  done {id, status, value | error}
+//
+// A worker sends ready once, when it is set up to serve, before it reads
+// anything. The host hands out no worker before its ready frame and kills
+// one that has not sent it within RunnerOptions.WorkerStartTimeout, so a
+// worker command that starts but never serves cannot hold a run.
 //
 // A run whose bundle is not in the host's cache starts with a compile
 // frame: the worker compiles the source under the run's limits and sends
@@ -75,6 +80,7 @@ const (
 	frCompile
 	frCompiled
 	frNeed
+	frReady
 )
 
 // runSpec is what a worker needs to execute one run. Bundle is nil when
@@ -565,7 +571,7 @@ func appendFrame(dst []byte, f *frame) []byte {
 		if f.Err == nil {
 			e.bundle(f.Bund)
 		}
-	case frNeed:
+	case frNeed, frReady:
 	case frRun:
 		s := f.Run
 		e.str(s.Hash)
@@ -643,7 +649,7 @@ func decodeFrame(data []byte, budget int64) (*frame, error) {
 		if f.Err == nil {
 			f.Bund = d.bundle()
 		}
-	case frNeed:
+	case frNeed, frReady:
 	case frRun:
 		s := &runSpec{}
 		s.Hash = d.str()

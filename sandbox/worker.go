@@ -79,7 +79,8 @@ func newHostFrameReader(r io.Reader) *frameReader {
 }
 
 // serveWorker serves the worker protocol until in is closed; it returns the
-// process exit code. The engine runs on this goroutine and reads its
+// process exit code. Once set up (a realm made ahead) it sends a ready
+// frame, before it reads anything. The engine runs on this goroutine and reads its
 // bridged calls' results from in itself while it waits, so a result wakes
 // it without a goroutine hand-off; terminate frames arrive on ctrl (and on
 // in, to wake a waiting engine). While the engine waits for the results of
@@ -101,6 +102,8 @@ func serveWorker(in *os.File, out io.Writer, ctrl io.Reader, spin time.Duration)
 	if ctrl != nil {
 		go s.serveCtrl(bufio.NewReader(ctrl))
 	}
+	// The host hands this worker out only once it has said it is ready.
+	s.send(&frame{T: frReady})
 	for {
 		f, err := s.in.next()
 		if err != nil {

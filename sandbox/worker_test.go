@@ -150,15 +150,16 @@ export default async () => {
 // the pool handed it out, before the run was made its own, does not take
 // the run with it: the run goes to another worker, and fails with
 // WorkerCrashed when they all die so. It used to wait for ever (seen with
-// a WorkerCommand of /bin/true on a loaded machine).
+// a WorkerCommand of /bin/true on a loaded machine, before workers said
+// they were ready).
 func TestRunOfAWorkerThatDiedBeforeTakingItSettles(t *testing.T) {
 	testHookGotWorker = func(w *workerProc) {
-		for !w.dead.Load() { // the worker, /bin/true, exits at once
+		for !w.dead.Load() { // the worker says it is ready and exits
 			time.Sleep(time.Millisecond)
 		}
 	}
 	defer func() { testHookGotWorker = nil }()
-	r := New(&RunnerOptions{WorkerCommand: []string{"/bin/true"}})
+	r := New(&RunnerOptions{WorkerCommand: standInCommand(t, "ready-then-exit", t.TempDir())})
 	defer r.Close()
 	res := runCode(t, r, "export default () => 1;", nil)
 	requireStatus(t, res, StatusError)
