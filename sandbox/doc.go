@@ -197,7 +197,8 @@
 // it is ready: "WorkerCrashed"); the pool goes on starting workers for
 // later runs. Once a worker has taken a run, the run's own limits bound the
 // wait for it: Terminate, Timeout or the context end the run, and a worker
-// that has not let go of it TerminateGrace later is killed. A run with no Timeout and a context that
+// that has not let go of it TerminateGrace later (it stopped answering, or
+// stopped reading) is killed. A run with no Timeout and a context that
 // never ends waits for as long as its worker lives: the host cannot tell a
 // worker that stopped answering from code that computes, or awaits a host
 // function, for a long time.

@@ -944,14 +944,35 @@ func (w *workerProc) execute(wr *workerRun, pr *prepared) {
 	wr.mu.Lock()
 	wr.spec, wr.bundle = spec, b
 	wr.mu.Unlock()
+	// While the run frame is written, stopping the run settles it at once.
+	// A worker that has stopped reading its stdin would hold that write,
+	// and with it the run's slot and the process, for ever: a write still
+	// going TerminateGrace after the stop kills the worker.
+	grace := w.pool.opts.TerminateGrace
+	var sending atomic.Bool
+	run.setTerminator(func(o *outcome) {
+		run.settle(o)
+		time.AfterFunc(grace, func() {
+			if sending.Load() && wr.killed.CompareAndSwap(nil, o) {
+				w.kill()
+			}
+		})
+	})
+	if run.isSettled() {
+		// Stopped before it began: the worker never sees it.
+		w.finish(wr)
+		return
+	}
 	wr.phase.Store(phaseRunning)
-	if err := w.send(&frame{T: frRun, ID: wr.id, Run: spec}); err != nil {
+	sending.Store(true)
+	err := w.send(&frame{T: frRun, ID: wr.id, Run: spec})
+	sending.Store(false)
+	if err != nil {
 		wr.killed.CompareAndSwap(nil, &outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: "sandbox: sending run to worker: " + err.Error()}})
 		w.kill()
 		return
 	}
 	w.setHolds(c.hash, true)
-	grace := w.pool.opts.TerminateGrace
 	stop := func(o *outcome) {
 		// Arm the kill first: the writes below may block if the worker
 		// stopped reading. The worker is done with the run once it is

@@ -43,6 +43,8 @@ func standInCommand(t *testing.T, behaviour, dir string) []string {
 //   - "silent-twice": the first two processes started never say they are
 //     ready (nor read anything); later ones are real workers.
 //   - "ready-then-exit": says it is ready and exits.
+//   - "deaf": says it is ready, compiles the first source it is sent, and
+//     then stops reading its stdin.
 func TestStandInWorkerProcess(t *testing.T) {
 	behaviour := os.Getenv(standInEnv)
 	if behaviour == "" {
@@ -67,6 +69,20 @@ func TestStandInWorkerProcess(t *testing.T) {
 		t.Fatalf("exec as a worker: %v", err)
 	case "ready-then-exit":
 		send(&frame{T: frReady})
+		os.Exit(0)
+	case "deaf":
+		send(&frame{T: frReady})
+		f, err := readHostFrame(bufio.NewReader(os.Stdin))
+		if err != nil || f.T != frCompile {
+			os.Exit(2)
+		}
+		c, lerr := compile(requestFromSpec(f.Comp))
+		if lerr != nil {
+			send(&frame{T: frCompiled, ID: f.ID, Err: lerr})
+		} else {
+			send(&frame{T: frCompiled, ID: f.ID, Bund: c.spec()})
+		}
+		time.Sleep(time.Hour)
 		os.Exit(0)
 	}
 	t.Fatalf("no stand-in behaviour %q", behaviour)
@@ -218,4 +234,39 @@ exec "$0"`, os.Args[0], dir}
 			requireNoGoroutineLeak(t, before)
 		})
 	}
+}
+
+// TestARunDoesNotWaitForAWorkerThatStoppedReading: a worker that said it
+// was ready and then stopped reading its stdin, with a run frame too large
+// for the pipe on its way, does not keep the run's slot, a goroutine and
+// the process once the run's timeout has passed: the run ends terminated,
+// and the worker is killed TerminateGrace later and reaped. The run used
+// to end while the write, the slot and the worker stayed for ever.
+func TestARunDoesNotWaitForAWorkerThatStoppedReading(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("checks processes through /proc")
+	}
+	before := runtime.NumGoroutine()
+	r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1, WorkerCommand: standInCommand(t, "deaf", t.TempDir()),
+		TerminateGrace: 100 * time.Millisecond})
+	defer r.Close()
+	run := r.Start(testCtx, "export default (s: string) => s.length;", &Options{
+		Execute: &Execute{Args: []any{strings.Repeat("x", 1<<20)}}, Timeout: 300 * time.Millisecond})
+	pids, settled := watchWorkers(r, run, true)
+	res := waitBounded(t, run)
+	requireStatus(t, res, StatusTerminated)
+	assert.Contains(t, res.Error.Message, "timed out")
+	require.True(t, settled, "the worker holding the run frame was not stopped")
+	assert.NotEmpty(t, pids)
+	assert.Eventually(t, func() bool {
+		select {
+		case r.pool.slots <- struct{}{}:
+			<-r.pool.slots
+			return true
+		default:
+			return false
+		}
+	}, 30*time.Second, 10*time.Millisecond, "the run's slot was not freed")
+	requireReaped(t, pids)
+	requireNoGoroutineLeak(t, before)
 }
