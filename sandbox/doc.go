@@ -32,7 +32,8 @@
 // handle can be waited on ([Run.Wait], [Run.Done]), asked whether it is
 // [Run.Running], read for live [Run.Reports] and stopped with
 // [Run.Terminate]. Cancelling the context given to Start terminates the
-// run too. Options given as data (a map with the reference's keys) go
+// run too; a context that has ended already gives a run settled as
+// terminated, with nothing started for it. Options given as data (a map with the reference's keys) go
 // through [Runner.StartMap] or [OptionsFromMap]; an unknown key is a
 // link_error "Unknown runCode option: <key>".
 //

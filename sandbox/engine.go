@@ -298,6 +298,9 @@ func (e *engine) run() (out *outcome) {
 			out = so
 		}
 	}()
+	if so := e.stopOutcome(); so != nil {
+		return so // stopped before it began: no realm is taken for it
+	}
 	rl, err := takeRealm()
 	if err != nil {
 		return e.failure(err)

@@ -144,6 +144,9 @@ func realmIdle() time.Duration {
 // one, and asks for more to be made. A realm is handed over through a
 // channel, so no two runs ever share one.
 func takeRealm() (*realm, error) {
+	if testHookTakeRealm != nil {
+		testHookTakeRealm()
+	}
 	if !oneRealmAhead.Load() {
 		defer wantRealms()
 	}
@@ -154,6 +157,10 @@ func takeRealm() (*realm, error) {
 		return newRealm()
 	}
 }
+
+// testHookTakeRealm, when set by a test, is called each time a run takes a
+// realm.
+var testHookTakeRealm func()
 
 // oneRealmAhead is set in a worker process, which runs one run at a time,
 // each under its own memory limit (applyLimits): realms made by a goroutine

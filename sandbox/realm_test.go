@@ -234,3 +234,36 @@ func TestEngineTasksAreRunOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestARunStoppedBeforeItBeginsTakesNoRealm: a run whose context ended
+// before Start settles terminated, in either mode, without taking a worker
+// or a realm; an engine interrupted before it runs returns the
+// interruption without taking a realm. Such a run used to take a fresh
+// realm, for nothing.
+func TestARunStoppedBeforeItBeginsTakesNoRealm(t *testing.T) {
+	var realms, workers atomic.Int32
+	testHookTakeRealm = func() { realms.Add(1) }
+	testHookGotWorker = func(*workerProc) { workers.Add(1) }
+	defer func() { testHookTakeRealm, testHookGotWorker = nil, nil }()
+	ctx, cancel := context.WithCancelCause(testCtx)
+	cancel(fmt.Errorf("the caller gave up"))
+	src := "export default () => 'ran';"
+	bothModes(t, func(t *testing.T, r *Runner) {
+		requireStatus(t, runCode(t, r, src, nil), StatusSuccess) // compiled and cached
+		realms.Store(0)
+		workers.Store(0)
+		res := wait(t, r.Start(ctx, src, nil))
+		requireStatus(t, res, StatusTerminated)
+		assert.Equal(t, "Code execution terminated: the caller gave up", res.Error.Message)
+		assert.Zero(t, realms.Load(), "realms taken")
+		assert.Zero(t, workers.Load(), "workers taken")
+	})
+	t.Run("engine", func(t *testing.T) {
+		realms.Store(0)
+		e := newEngine(&engineJob{}, &logHost{})
+		stop := &outcome{status: StatusTerminated, err: &Error{Name: "Terminated", Message: "before it began"}}
+		e.interrupt(stop)
+		assert.Same(t, stop, e.run())
+		assert.Zero(t, realms.Load(), "realms taken")
+	})
+}

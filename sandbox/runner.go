@@ -733,7 +733,8 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 // is compiled in a worker process (see the package doc), and its compile
 // errors settle the Run with StatusLinkError when they are known.
 // Cancelling ctx terminates the run (with the context's cause as the
-// message).
+// message); a ctx that has ended already gives an already-settled Run with
+// StatusTerminated, and nothing of the run is started.
 func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 	if r.closed.Load() {
 		return settledRun(&outcome{status: StatusError, err: &Error{Name: "RunnerClosed", Message: "sandbox: runner is closed"}})
@@ -741,6 +742,10 @@ func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 	p, lerr := r.prepare(source, opts)
 	if lerr != nil {
 		return settledRun(&outcome{status: StatusLinkError, err: lerr})
+	}
+	if ctx != nil && ctx.Err() != nil {
+		// Cancelled already: nothing is started, no worker or realm taken.
+		return settledRun(&outcome{status: StatusTerminated, err: &Error{Name: "Terminated", Message: cancelledMessage(ctx)}})
 	}
 	var onReport func(any)
 	if opts != nil {
@@ -759,16 +764,18 @@ func (r *Runner) Start(ctx context.Context, source string, opts *Options) *Run {
 		run.whenSettled(func() { t.Stop() })
 	}
 	if ctx != nil && ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() {
-			msg := "Code execution terminated"
-			if c := context.Cause(ctx); c != nil {
-				msg = "Code execution terminated: " + c.Error()
-			}
-			run.Terminate(msg)
-		})
+		stop := context.AfterFunc(ctx, func() { run.Terminate(cancelledMessage(ctx)) })
 		run.whenSettled(func() { stop() })
 	}
 	return run
+}
+
+// cancelledMessage is the message of a run ended by the end of ctx.
+func cancelledMessage(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil {
+		return "Code execution terminated: " + c.Error()
+	}
+	return "Code execution terminated"
 }
 
 // StartMap is Start with options given as data, for loaders that receive
