@@ -206,13 +206,19 @@ type scope struct {
 	defaults []map[string]string
 	// stamp gives its Prompt, Side, ParentID and Depth to every message the
 	// batch stores.
-	stamp Message
+	stamp rowStamp
 	nest  int // the nesting level of the batch's own calls
 	// nullOptionals says the model's schema dialect made optional
 	// properties nullable: its nulls for them mean "not given".
 	nullOptionals bool
 	// envSet runs after a tool stored a thread env value; nil: nothing.
 	envSet func(ctx context.Context, name string, v EnvValue) error
+}
+
+// rowStamp is what a scope gives every message its batches store.
+type rowStamp struct {
+	Prompt, Side, ParentID string
+	Depth                  int
 }
 
 // batch is the state of one run of calls on a thread.

@@ -226,6 +226,9 @@ type turnScratch struct {
 	segs  [][]Message
 	owned [][]Message
 	boxes []*[]Message
+	// am is the turn's latest assistant message, as appended (a store
+	// keeps nothing of a message it appends).
+	am Message
 }
 
 var turnScratches = sync.Pool{New: func() any { return new(turnScratch) }}
@@ -302,7 +305,7 @@ func (c *turnRows) release() {
 		clear(l.segs)
 		clear(l.specs[:cap(l.specs)])
 		l.owned, l.boxes, l.segs, l.specs = l.owned[:0], l.boxes[:0], l.segs[:0], l.specs[:0]
-		l.req = Request{}
+		l.req, l.am = Request{}, Message{}
 		turnScratches.Put(l)
 	}
 	*c = turnRows{}

@@ -43,7 +43,6 @@ type turnState struct {
 	rows turnRows // the chat rows its requests read
 	resp response // collects each of its model responses
 	sc   *scope   // the scope of its batches, once made
-	am   Message  // its latest assistant message, as appended
 }
 
 // root is the top-level turn a sub-prompt belongs to.
@@ -62,7 +61,7 @@ func (ts *turnState) scope() *scope {
 	sc := &scope{
 		exec:     ts.exec,
 		defaults: []map[string]string{ts.agent.Env, ts.prompt.Env},
-		stamp:    Message{Prompt: ts.prompt.Name, Side: ts.sideKey, ParentID: ts.parentID, Depth: ts.depth},
+		stamp:    rowStamp{Prompt: ts.prompt.Name, Side: ts.sideKey, ParentID: ts.parentID, Depth: ts.depth},
 		nest:     ts.nest,
 		envSet: func(ctx context.Context, name string, v EnvValue) error {
 			return ts.rt.propagateEnv(ctx, ts.th.ID, name, v, 0)
@@ -250,7 +249,7 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			calls = []ToolCall{{ID: newRecordID("call"), Name: "invalid_assistant_response", Arguments: "{}"}}
 		}
 		// Stores keep nothing of what they append: the turn's message is reused.
-		am := &ts.am
+		am := &ts.rows.scratchOf().am
 		*am = Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Prompt: prompt.Name, Side: sideKey}
 		if err := rt.store.AppendMessages(ctx, th.ID, am); err != nil {
 			return turnResult{}, &StoreError{Op: "append assistant message", Err: err}
