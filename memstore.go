@@ -652,6 +652,31 @@ func (s *MemoryStore) UpdateThread(ctx context.Context, th *Thread) error {
 	return nil
 }
 
+// changeThread applies change to the stored record of the thread, with
+// nothing else changing it meanwhile, and returns a copy of the record
+// changed. change is given the record itself (a copy would escape to the
+// heap): it must not keep it or call the store; the maps it puts in the
+// record are copied.
+func (s *MemoryStore) changeThread(ctx context.Context, id string, change func(*Thread)) (Thread, error) {
+	if err := ctx.Err(); err != nil {
+		return Thread{}, err
+	}
+	t := s.thread(id, false)
+	if t == nil {
+		return Thread{}, ErrNotFound
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.exists {
+		return Thread{}, ErrNotFound
+	}
+	created := t.t.CreatedAt
+	change(&t.t)
+	t.t.CreatedAt, t.t.ID = created, t.id
+	t.t = copyThread(&t.t) // shares no map with what change put in
+	return copyThread(&t.t), nil
+}
+
 func copyThread(t *Thread) Thread {
 	c := *t
 	if t.Arguments != nil {

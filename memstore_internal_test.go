@@ -3,6 +3,7 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"reflect"
@@ -516,5 +517,40 @@ func TestMemoryStoreMakesRecordsInSlabs(t *testing.T) {
 			t.Fatalf("goroutine %d: record %p shared or missing", g, r)
 		}
 		seen[r] = true
+	}
+}
+
+// TestChangeThreadChangesInPlaceWithoutSharing: the runtime's one-step
+// thread update applies its change to the stored record, and neither a map
+// the change put in nor the record it returns is shared with the store.
+func TestChangeThreadChangesInPlaceWithoutSharing(t *testing.T) {
+	ctx := context.Background()
+	st := NewMemoryStore()
+	if err := st.CreateThread(ctx, &Thread{ID: "t", Properties: map[string]any{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	given := map[string]any{"k": "v"}
+	got, err := st.changeThread(ctx, "t", func(th *Thread) {
+		th.SessionTurns++
+		given["seen"] = true
+		th.Properties = given
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SessionTurns != 1 || got.Properties["seen"] != true || got.ID != "t" {
+		t.Fatalf("returned %+v", got)
+	}
+	given["late"] = 1 // the map the change put in
+	got.Properties["mine"] = 2
+	stored, err := st.GetThread(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.SessionTurns != 1 || stored.Properties["seen"] != true || len(stored.Properties) != 2 {
+		t.Fatalf("stored %+v, want the change and nothing written after it", stored)
+	}
+	if _, err := st.changeThread(ctx, "missing", func(*Thread) { t.Error("change ran for a missing thread") }); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing thread: %v", err)
 	}
 }

@@ -494,6 +494,16 @@ func (rt *Runtime) collect(ctx context.Context, reply *Reply, startSeq int64, er
 // stores it, so a concurrent change (a Terminate, another property) is not
 // overwritten by the copy loaded when the turn started. th is refreshed.
 func (rt *Runtime) updateThread(ctx context.Context, th *Thread, change func(*Thread)) error {
+	if ms, ok := rt.store.Store.(*MemoryStore); ok {
+		// In one step, without a copy to read (a direct call: change, then,
+		// does not escape).
+		fresh, err := ms.changeThread(ctx, th.ID, change)
+		if err != nil {
+			return &StoreError{Op: "update thread " + th.ID, Err: err}
+		}
+		*th = fresh
+		return nil
+	}
 	fresh, err := rt.store.GetThread(ctx, th.ID)
 	if err != nil {
 		return &StoreError{Op: "load thread " + th.ID, Err: err}
