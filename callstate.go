@@ -144,11 +144,10 @@ func (s *callState) QueueTool(name string, args any) error {
 		s.b.mu.Unlock()
 		return fmt.Errorf("toolrun: queue %s: QueueTool needs a running batch, which this ThreadState is not in; use InvokeTool", name)
 	}
-	if s.b.queuedAll >= s.e.maxQueue {
+	if limit := int(s.e.maxQueue); len(s.b.queue) >= limit && queuedIn(s.b.queue) >= limit {
 		s.b.mu.Unlock()
-		return fmt.Errorf("toolrun: queue %s: the batch already queued %d calls, the most one batch may queue (MaxQueued)", name, s.e.maxQueue)
+		return fmt.Errorf("toolrun: queue %s: the batch already queued %d calls, the most one batch may queue (MaxQueued)", name, limit)
 	}
-	s.b.queuedAll++
 	// Deterministic ids (<queuing call>_q<n>): a resumed batch recognises
 	// a queued call whose result is already stored.
 	s.b.queuedN++
@@ -159,6 +158,18 @@ func (s *callState) QueueTool(name string, args any) error {
 		s.b.obs.Queued(c)
 	}
 	return nil
+}
+
+// queuedIn counts the queued calls of a batch's queue (those a resumed
+// batch queued again included).
+func queuedIn(queue []pending) int {
+	n := 0
+	for i := range queue {
+		if queue[i].queued {
+			n++
+		}
+	}
+	return n
 }
 
 // namespace is the running tool's package ("" outside a tool).

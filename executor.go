@@ -240,31 +240,34 @@ type batch struct {
 	// room fit 1 KiB, an allocation size class).
 	stateUsed, msgUsed bool
 	queuedN            int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
-	queuedAll          int32  // calls QueueTool added to the batch
 	curCall            string // the top-level call running now (ids of the calls it queues derive from it)
 	started            idSet  // calls whose tool_call_started already fired
 	resultID           string // id the running call's result message will get
 	obs                observe.Observer
 	room               *batchRoom // made with the batch by Run, when the first call runs otherwise
+	// slot is where the message of the batch's first result is made: made
+	// with the batch by Run, a turn's scratch in a runtime turn (whose
+	// results live no longer than the turn); nil, a message of its own.
+	slot *Message
 }
 
 // batchRoom is room for a batch of one call, so that it allocates nothing
-// more: its queue, its outcome, the state its tool gets and its result
-// message. The state and the message are used once, by the first call (a
-// tool may keep its ThreadState; the caller keeps the message). A turn's
+// more: its queue, its outcome and the state its tool gets. The state is
+// used once, by the first call (a tool may keep its ThreadState). A turn's
 // batch gets it only when the model called tools: the batch of a response
 // with none runs nothing.
 type batchRoom struct {
 	queue [1]pending
 	out   [1]Outcome
 	state callState
-	msg   Message
 }
 
-// roomyBatch is a batch made together with its room.
+// roomyBatch is a batch made together with its room and the message of its
+// first result (the caller of Run keeps it).
 type roomyBatch struct {
 	batch
 	room batchRoom
+	msg  Message
 }
 
 // spare returns the batch's room, made when it has none: by runBatch,
@@ -288,12 +291,11 @@ func (b *batch) state() *callState {
 
 // message returns a Message for a result of the batch.
 func (b *batch) message() *Message {
-	r := b.spare()
-	if b.msgUsed {
+	if b.msgUsed || b.slot == nil {
 		return new(Message)
 	}
 	b.msgUsed = true
-	return &r.msg
+	return b.slot
 }
 
 type pending struct {
@@ -329,7 +331,7 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, too
 	if withRoom {
 		rb := &roomyBatch{}
 		b = &rb.batch
-		b.room = &rb.room
+		b.room, b.slot = &rb.room, &rb.msg
 	} else {
 		b = new(batch)
 	}

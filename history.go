@@ -227,8 +227,9 @@ type turnScratch struct {
 	owned [][]Message
 	boxes []*[]Message
 	// am is the turn's latest assistant message, as appended (a store
-	// keeps nothing of a message it appends).
-	am Message
+	// keeps nothing of a message it appends); result the message of the
+	// first result of its latest batch (see batch.slot).
+	am, result Message
 }
 
 var turnScratches = sync.Pool{New: func() any { return new(turnScratch) }}
@@ -305,7 +306,7 @@ func (c *turnRows) release() {
 		clear(l.segs)
 		clear(l.specs[:cap(l.specs)])
 		l.owned, l.boxes, l.segs, l.specs = l.owned[:0], l.boxes[:0], l.segs[:0], l.specs[:0]
-		l.req, l.am = Request{}, Message{}
+		l.req, l.am, l.result = Request{}, Message{}, Message{}
 		turnScratches.Put(l)
 	}
 	*c = turnRows{}

@@ -520,5 +520,6 @@ func (rt *Runtime) prepare(ctx context.Context, ts *turnState) (*batch, *toolset
 		return nil, nil, err
 	}
 	b.tools = tools
+	b.slot = &ts.rows.scratchOf().result
 	return b, tools, nil
 }
