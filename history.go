@@ -230,7 +230,13 @@ type turnScratch struct {
 	// keeps nothing of a message it appends); result the message of the
 	// first result of its latest batch (see batch.slot).
 	am, result Message
+	// calls are the pending calls of the turn's responses (see
+	// response.call).
+	calls []*pendingCall
 }
+
+// maxKeptCalls is how many pending calls a scratch keeps for the next turn.
+const maxKeptCalls = 8
 
 var turnScratches = sync.Pool{New: func() any { return new(turnScratch) }}
 
@@ -307,6 +313,13 @@ func (c *turnRows) release() {
 		clear(l.specs[:cap(l.specs)])
 		l.owned, l.boxes, l.segs, l.specs = l.owned[:0], l.boxes[:0], l.segs[:0], l.specs[:0]
 		l.req, l.am, l.result = Request{}, Message{}, Message{}
+		if len(l.calls) > maxKeptCalls {
+			clear(l.calls[maxKeptCalls:])
+			l.calls = l.calls[:maxKeptCalls]
+		}
+		for _, pc := range l.calls {
+			*pc = pendingCall{} // keeps nothing of the turn
+		}
 		turnScratches.Put(l)
 	}
 	*c = turnRows{}

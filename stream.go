@@ -41,13 +41,28 @@ type response struct {
 	// nameless counts the calls that streamed no name, which are left out:
 	// no tool answers to "", and a provider would refuse the call sent back.
 	nameless int
+	made     int // pending calls taken from the turn's scratch for this response
 }
 
 // call returns the pending call of stream index i, added when it is new.
+// The calls of a response are made in the turn's scratch, and made again
+// for its next response, whose stream starts after the calls of this one
+// were read (finish).
 func (r *response) call(i int) *pendingCall {
 	pc, ok := r.calls.find(i)
 	if !ok {
-		pc = new(pendingCall)
+		switch {
+		case r.ts == nil:
+			pc = new(pendingCall)
+		case r.made < len(r.ts.rows.scratchOf().calls):
+			pc = r.ts.rows.scratchOf().calls[r.made]
+			*pc = pendingCall{}
+		default:
+			pc = new(pendingCall)
+			l := r.ts.rows.scratchOf()
+			l.calls = append(l.calls, pc)
+		}
+		r.made++
 		r.calls.add(i, pc)
 	}
 	return pc
@@ -180,8 +195,13 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	r := &ts.resp
 	r.calls.reset()
 	r.ids.reset()
-	r.rt, r.ctx, r.ts, r.b, r.tools, r.text, r.nameless = rt, ctx, ts, b, tools, strings.Builder{}, 0
-	defer func() { r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil }() // a turn kept by a tool does not keep these
+	r.rt, r.ctx, r.ts, r.b, r.tools, r.text, r.nameless, r.made = rt, ctx, ts, b, tools, strings.Builder{}, 0, 0
+	defer func() {
+		// A turn kept by a tool does not keep these, nor the calls, which
+		// go back to the turn's scratch.
+		r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil
+		r.calls.reset()
+	}()
 	sctx, span := rt.startChatSpan(ctx, ts)
 	defer span.End()
 	// A provider is not trusted to behave: one that panics, or yields again
