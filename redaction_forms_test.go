@@ -56,11 +56,27 @@ func secretForms() map[string]string {
 		"HTTP Basic":           "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
 		"hex":                  hex.EncodeToString([]byte(trickySecret)),
 		"hex, upper case":      strings.ToUpper(hex.EncodeToString([]byte(trickySecret))),
+		"hex, colons":          sepHex("\x00"+trickySecret+"\xff", ":", false),
+		"hex, spaces, upper":   sepHex(trickySecret, " ", true),
+		"hex, dashes, upper":   sepHex("ab"+trickySecret, "-", true),
 		"base32":               base32.StdEncoding.EncodeToString([]byte("ab" + trickySecret)),
 		"base32, lower case":   strings.ToLower(base32.StdEncoding.EncodeToString([]byte(trickySecret + "!"))),
 		"HTML":                 html.EscapeString(trickySecret),
 		"HTML, &quot;":         strings.ReplaceAll(html.EscapeString(trickySecret), "&#34;", "&quot;"),
 	}
+}
+
+// sepHex writes s in hex, lower or upper case, with sep between bytes, as
+// fingerprints and dumps do.
+func sepHex(s, sep string, upper bool) string {
+	parts := make([]string, len(s))
+	for i := range len(s) {
+		parts[i] = hex.EncodeToString([]byte{s[i]})
+		if upper {
+			parts[i] = strings.ToUpper(parts[i])
+		}
+	}
+	return strings.Join(parts, sep)
 }
 
 // jsStringify writes s as JavaScript's JSON.stringify does: only quotes,

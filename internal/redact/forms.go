@@ -33,11 +33,16 @@ import (
 //	                                                           files sent base64-encoded
 //	hex, base32           see encodedForms                     digests and dumps of bytes,
 //	                                                           TOTP seeds, DNS labels
+//	hex with separators   see separatedHexForms: ':' ' ' '-'   fingerprints, MAC addresses,
+//	                      between bytes, either case           xxd -g1 and od dumps
 //
 // Not covered: other binary-to-text encodings (ascii85, base32hex,
 // Crockford's base32), encodings broken into lines (MIME) or of a secret shorter than
 // minEncodedLen bytes, base64 then percent-encoded or JSON-escaped (%2B,
-// \/), hex with separators (de:ad:be:ef), HTML numeric entities for
+// \/), hex with a separator only between groups of bytes (xxd's default,
+// dead beef), with other separators (0xde, 0xad; \xde\xad) or in mixed
+// case, a separated dump of a secret that runs on to its next line or across
+// the double space hexdump -C writes after 8 bytes, HTML numeric entities for
 // other characters (&#60; for <), HTML in JSON written by other encoders
 // than encoding/json, JSON escaped three
 // or more times, URL encoding applied twice or mixed with JSON escaping,
@@ -402,5 +407,38 @@ func encodedForms(value string, have []string) []string {
 	h := hex.EncodeToString([]byte(value))
 	add(h)
 	add(strings.ToUpper(h))
+	return out
+}
+
+// hexSeparators are the bytes written between the bytes of a hex dump or
+// fingerprint: de:ad:be:ef (key and certificate fingerprints, MAC
+// addresses), de ad be ef (xxd -g1, od, hexdump) and de-ad-be-ef.
+const hexSeparators = ": -"
+
+// separatedHexForms returns the forms value takes in hex with a separator
+// between every two bytes, for each of hexSeparators and in lower and
+// upper case, distinct and not among have. Like encodedForms, it returns
+// nothing for a value shorter than minEncodedLen bytes, whose forms would
+// be shorter than 20 characters.
+func separatedHexForms(value string, have []string) []string {
+	if len(value) < minEncodedLen {
+		return nil
+	}
+	var out []string
+	b := make([]byte, 0, 3*len(value))
+	for _, sep := range []byte(hexSeparators) {
+		for _, digits := range []string{lowerHex, upperHex} {
+			b = b[:0]
+			for i := 0; i < len(value); i++ {
+				if i > 0 {
+					b = append(b, sep)
+				}
+				b = append(b, digits[value[i]>>4], digits[value[i]&0xf])
+			}
+			if f := string(b); !slices.Contains(have, f) && !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+		}
+	}
 	return out
 }

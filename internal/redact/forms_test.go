@@ -523,3 +523,52 @@ func TestOneSecretIsScannedWithIndexByte(t *testing.T) {
 		}
 	}
 }
+
+// sepHex writes b in hex, lower or upper case, with sep between bytes.
+func sepHex(b []byte, sep string, upper bool) string {
+	parts := make([]string, len(b))
+	for i, c := range b {
+		parts[i] = hex.EncodeToString([]byte{c})
+		if upper {
+			parts[i] = strings.ToUpper(parts[i])
+		}
+	}
+	return strings.Join(parts, sep)
+}
+
+// TestSeparatedHexFormsAreRedacted: a secret in hex with ':', ' ' or '-'
+// between its bytes, lower or upper case, is redacted whole, alone or
+// inside a longer dump, and the separators around it stay; a secret
+// shorter than minEncodedLen bytes is left alone.
+func TestSeparatedHexFormsAreRedacted(t *testing.T) {
+	secrets := append([]string{"plainAlnum1234", "seven77", "\x00\x01\x02\xfd\xfe\xff\x10"}, trickySecrets...)
+	for _, secret := range secrets {
+		r, _ := New([]Secret{{"S", secret}})
+		for _, sep := range []string{":", " ", "-"} {
+			for _, upper := range []bool{false, true} {
+				for _, around := range [][2]string{{"", ""}, {"\x00", "\xff"}, {"ab", "c"}, {"", "\x7f\x80"}} {
+					h := sepHex([]byte(around[0]+secret+around[1]), sep, upper)
+					want := testPlaceholder
+					if around[0] != "" {
+						want = sepHex([]byte(around[0]), sep, upper) + sep + want
+					}
+					if around[1] != "" {
+						want += sep + sepHex([]byte(around[1]), sep, upper)
+					}
+					text := "SHA256 Fingerprint=" + h + "\n"
+					want = "SHA256 Fingerprint=" + want + "\n"
+					if got := r.String(text); got != want {
+						t.Errorf("%q with %q, upper %v, %q around:\n got %q\nwant %q", secret, sep, upper, around, got, want)
+					}
+				}
+			}
+		}
+	}
+	short := "six666"
+	r, _ := New([]Secret{{"S", short}})
+	for _, sep := range []string{":", " ", "-"} {
+		if text := sepHex([]byte(short), sep, false); r.String(text) != text {
+			t.Errorf("a %d-byte secret's hex with %q was redacted: %q", len(short), sep, r.String(text))
+		}
+	}
+}

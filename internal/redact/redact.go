@@ -13,9 +13,11 @@
 // inside a JSON string), its percent-encoded forms (query, path,
 // encodeURIComponent, RFC 3986 and form encoding, with either hex case), its
 // HTML-escaped forms (each way of writing the quotes) and,
-// for a secret of 7 bytes or more, its base64 forms, in either alphabet and
-// at any offset inside a longer encoded text (an HTTP Basic credential,
-// say). The forms are made once, when the [Redactor] is built.
+// for a secret of 7 bytes or more, its encoded forms: base64 in either
+// alphabet and base32 in either case, at any offset inside a longer encoded
+// text (an HTTP Basic credential, say), hex in either case, and hex with
+// ':', ' ' or '-' between its bytes (fingerprints, dumps). The forms are
+// made once, when the [Redactor] is built.
 //
 // Secrets shorter than [MinLen] bytes are never redacted: replacing a one-
 // to three-byte value everywhere would garble unrelated text. [New] reports
@@ -131,10 +133,15 @@ func New(secrets []Secret) (r *Redactor, skipped []string) {
 			}
 		}
 		// The value's own bytes are not in its encoded forms: each brings
-		// a pair of its own.
+		// a pair of its own. The pairs of the forms in hex with separators
+		// are chosen last, starting with bytes already chosen when they can:
+		// their letters and digits are all pairs of hex digits, most of
+		// them starting with a digit.
 		enc := encodedForms(sec.Value, fs)
 		pairs = append(pairs, pairsAmong(enc, pairs)...)
-		fs = append(fs, enc...)
+		sep := separatedHexForms(sec.Value, slices.Concat(fs, enc))
+		pairs = append(pairs, pairsAmong(sep, pairs)...)
+		fs = slices.Concat(fs, enc, sep)
 		for _, f := range fs {
 			if !seen[f] {
 				seen[f] = true

@@ -80,11 +80,12 @@ func naiveRedact(secrets []Secret, text string) string {
 	return b.String()
 }
 
-// allForms returns every form of value New looks for: its forms and its
-// base64 forms.
+// allForms returns every form of value New looks for: its forms, its
+// encoded forms and its forms in hex with separators.
 func allForms(value string) []string {
 	fs := forms(value)
-	return append(fs, encodedForms(value, fs)...)
+	fs = append(fs, encodedForms(value, fs)...)
+	return append(fs, separatedHexForms(value, fs)...)
 }
 
 func mustNew(t testing.TB, secrets ...Secret) *Redactor {
