@@ -41,29 +41,46 @@ func secretForms() map[string]string {
 		return strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(string(b)), `"`), `"`)
 	}
 	return map[string]string{
-		"raw":                  trickySecret,
-		"JSON (HTML-safe)":     unq(jsonHTML),
-		"JSON (not HTML-safe)": unq(plain.Bytes()),
-		"JSON.stringify":       jsStringify(trickySecret),
-		"JSON escaped twice":   unq(twice),
-		"query":                url.QueryEscape(trickySecret),
-		"query, lower hex":     lowerHex(url.QueryEscape(trickySecret)),
-		"path":                 url.PathEscape(trickySecret),
-		"encodeURIComponent":   encodeURIComponent(trickySecret),
-		"RFC 3986, lower hex":  lowerHex(encodeURIComponent(trickySecret)),
-		"base64":               base64.StdEncoding.EncodeToString([]byte(trickySecret)),
-		"base64, URL-safe":     base64.RawURLEncoding.EncodeToString([]byte("x" + trickySecret)),
-		"HTTP Basic":           "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
-		"hex":                  hex.EncodeToString([]byte(trickySecret)),
-		"hex, upper case":      strings.ToUpper(hex.EncodeToString([]byte(trickySecret))),
-		"hex, colons":          sepHex("\x00"+trickySecret+"\xff", ":", false),
-		"hex, spaces, upper":   sepHex(trickySecret, " ", true),
-		"hex, dashes, upper":   sepHex("ab"+trickySecret, "-", true),
-		"base32":               base32.StdEncoding.EncodeToString([]byte("ab" + trickySecret)),
-		"base32, lower case":   strings.ToLower(base32.StdEncoding.EncodeToString([]byte(trickySecret + "!"))),
-		"HTML":                 html.EscapeString(trickySecret),
-		"HTML, &quot;":         strings.ReplaceAll(html.EscapeString(trickySecret), "&#34;", "&quot;"),
+		"raw":                            trickySecret,
+		"JSON (HTML-safe)":               unq(jsonHTML),
+		"JSON (not HTML-safe)":           unq(plain.Bytes()),
+		"JSON.stringify":                 jsStringify(trickySecret),
+		"JSON escaped twice":             unq(twice),
+		"query":                          url.QueryEscape(trickySecret),
+		"query, lower hex":               lowerHex(url.QueryEscape(trickySecret)),
+		"path":                           url.PathEscape(trickySecret),
+		"encodeURIComponent":             encodeURIComponent(trickySecret),
+		"RFC 3986, lower hex":            lowerHex(encodeURIComponent(trickySecret)),
+		"base64":                         base64.StdEncoding.EncodeToString([]byte(trickySecret)),
+		"base64, URL-safe":               base64.RawURLEncoding.EncodeToString([]byte("x" + trickySecret)),
+		"HTTP Basic":                     "Basic " + base64.StdEncoding.EncodeToString([]byte("user:"+trickySecret)),
+		"hex":                            hex.EncodeToString([]byte(trickySecret)),
+		"hex, upper case":                strings.ToUpper(hex.EncodeToString([]byte(trickySecret))),
+		"base64, MIME lines (76, CRLF)":  lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("m", 45)+trickySecret)), 76, "\r\n"),
+		"base64, PEM lines (64)":         lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("p", 36)+trickySecret+"!")), 64, "\n"),
+		"base64 lines in JSON (\\n)":     lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("j", 40)+trickySecret)), 64, `\n`),
+		"base32 lines (7, CRLF in JSON)": lines(base32.StdEncoding.EncodeToString([]byte("ab"+trickySecret)), 7, `\r\n`),
+		"hex, xxd -p lines (60)":         lines(hex.EncodeToString([]byte(strings.Repeat("x", 10)+trickySecret)), 60, "\n"),
+		"hex, colons":                    sepHex("\x00"+trickySecret+"\xff", ":", false),
+		"hex, spaces, upper":             sepHex(trickySecret, " ", true),
+		"hex, dashes, upper":             sepHex("ab"+trickySecret, "-", true),
+		"base32":                         base32.StdEncoding.EncodeToString([]byte("ab" + trickySecret)),
+		"base32, lower case":             strings.ToLower(base32.StdEncoding.EncodeToString([]byte(trickySecret + "!"))),
+		"HTML":                           html.EscapeString(trickySecret),
+		"HTML, &quot;":                   strings.ReplaceAll(html.EscapeString(trickySecret), "&#34;", "&quot;"),
 	}
+}
+
+// lines breaks s into lines of width characters with nl, as encoders
+// that break their output write it.
+func lines(s string, width int, nl string) string {
+	var b strings.Builder
+	for len(s) > width {
+		b.WriteString(s[:width] + nl)
+		s = s[width:]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 // sepHex writes s in hex, lower or upper case, with sep between bytes, as

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/url"
 	"sort"
@@ -146,5 +147,60 @@ func BenchmarkValue(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = red.Value(tree)
+	}
+}
+
+// linesText returns about n bytes of log lines, most of which end and
+// start with a letter or digit.
+func linesText(n int) string {
+	const chunk = "2026-03-14T09:26:53Z INFO handler finished request 48213 in 12ms\n" +
+		"user session refreshed for account octocat\n" +
+		"GET /repos/o/r/issues?page=2 200\n"
+	return strings.Repeat(chunk, n/len(chunk)+1)[:n]
+}
+
+// mimeText returns about n bytes of base64 at 76 columns with CRLF line
+// breaks, as MIME writes it, of data with secret in its middle.
+func mimeText(n int, secret string) string {
+	data := make([]byte, n*3/4)
+	for i := range data {
+		data[i] = byte(i*7 + i*i/13)
+	}
+	copy(data[len(data)/2:], secret)
+	e := base64.StdEncoding.EncodeToString(data)
+	var b strings.Builder
+	for len(e) > 76 {
+		b.WriteString(e[:76])
+		b.WriteString("\r\n")
+		e = e[76:]
+	}
+	b.WriteString(e)
+	return b.String()
+}
+
+// BenchmarkLines scans texts broken into lines: log lines, base64 at 76
+// columns without a secret, and with the first secret in it (broken across
+// a line on the code that finds it so).
+func BenchmarkLines(b *testing.B) {
+	const size = 20 << 10
+	texts := []struct{ name, text string }{
+		{"logs", linesText(size)},
+		{"mime", mimeText(size, "")},
+		{"mime+secret", mimeText(size, benchSecrets[0].Value)},
+	}
+	for _, nsec := range []int{1, 10} {
+		red, _ := New(benchSecrets[:nsec])
+		for _, tt := range texts {
+			b.Run(fmt.Sprintf("text=%s/secrets=%d", tt.name, nsec), func(b *testing.B) {
+				if got := red.String(tt.text); tt.name != "mime+secret" && got != tt.text {
+					b.Fatal("a text with no secret was changed")
+				}
+				b.SetBytes(int64(len(tt.text)))
+				b.ReportAllocs()
+				for b.Loop() {
+					_ = red.String(tt.text)
+				}
+			})
+		}
 	}
 }

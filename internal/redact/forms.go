@@ -35,14 +35,22 @@ import (
 //	                                                           TOTP seeds, DNS labels
 //	hex with separators   see separatedHexForms: ':' ' ' '-'   fingerprints, MAC addresses,
 //	                      between bytes, either case           xxd -g1 and od dumps
+//	base64, base32, hex   the forms above with a line break    base64 (76 columns), PEM
+//	broken into lines     ("\n", "\r\n") between any two       and MIME (64, 76), xxd -p
+//	                      characters, also as JSON writes      (60); JSON holding such
+//	                      it (`\n`, `\r\n`); see lines.go      text
 //
 // Not covered: other binary-to-text encodings (ascii85, base32hex,
-// Crockford's base32), encodings broken into lines (MIME) or of a secret shorter than
-// minEncodedLen bytes, base64 then percent-encoded or JSON-escaped (%2B,
-// \/), hex with a separator only between groups of bytes (xxd's default,
-// dead beef), with other separators (0xde, 0xad; \xde\xad) or in mixed
-// case, a separated dump of a secret that runs on to its next line or across
-// the double space hexdump -C writes after 8 bytes, HTML numeric entities for
+// Crockford's base32), encodings of a secret shorter than minEncodedLen
+// bytes, base64 then percent-encoded or JSON-escaped (%2B, \/), encoded
+// lines broken with anything more than the line break between two encoding
+// characters (indentation, trailing spaces, a blank line, a '=' soft break,
+// a bare "\r"), or with the break escaped otherwise (\u000a, or twice for
+// JSON in JSON: \\n), hex with a separator only between groups of bytes
+// (xxd's default, dead beef), with other separators (0xde, 0xad; \xde\xad)
+// or in mixed case, hex with separators broken into lines (a dump of a
+// secret that runs on to its next line, or across the double space
+// hexdump -C writes after 8 bytes), HTML numeric entities for
 // other characters (&#60; for <), HTML in JSON written by other encoders
 // than encoding/json, JSON escaped three
 // or more times, URL encoding applied twice or mixed with JSON escaping,

@@ -1,13 +1,15 @@
 package redact
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 )
 
 // FuzzRedact builds a Redactor for two random secrets and redacts a random
-// text into which a form of each, base64 forms among them, has been put.
+// text into which a form of each, encoded forms among them, has been put,
+// an encoded form broken into lines when k says so.
 // The result must equal the reference's; no form of a secret may be left
 // outside a placeholder; and a text with no secret in it comes back as it
 // is.
@@ -19,6 +21,9 @@ func FuzzRedact(f *testing.F) {
 	f.Add("a b+c%d/e", "ünï", "https://h/p?q=", uint8(200))
 	f.Add("\x00\x01\x02\x03", "\xff\xfe\xfd\xfc", "", uint8(9))
 	f.Add("passw0rd!", "another-key", "Authorization: Basic dXNlcjpwYXNzdzByZCE=", uint8(0))
+	f.Add("passw0rd!", "another-key", "-----BEGIN-----\r\ndXNlcjpw\r\nYXNzdzBy\r\nZCE=\r\n-----END-----", uint8(0))
+	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", `{"pem":"c2stcHJv\nai1YcTd2\nQjJtSzk="}`, uint8(12))
+	f.Add("\x00\x01\x02\x03\x04\x05\x06", "de:ad:be:ef", "00:01:02:03:04:05:06 ...", uint8(4))
 	f.Fuzz(func(t *testing.T, a, b, text string, k uint8) {
 		// Long inputs only slow the reference down.
 		a, b, text = a[:min(len(a), 64)], b[:min(len(b), 64)], text[:min(len(text), 2048)]
@@ -44,6 +49,17 @@ func FuzzRedact(f *testing.F) {
 			}
 			fs := allForms(s.Value)
 			form := fs[(int(k)+i*5)%len(fs)]
+			if k&4 != 0 && slices.Contains(breakableForms(s.Value), form) {
+				// Broken into lines k%7+1 characters wide.
+				var b strings.Builder
+				for j := range len(form) {
+					if j > 0 && j%(int(k)%7+1) == 0 {
+						b.WriteString(lineBreaks[int(k>>3)%len(lineBreaks)])
+					}
+					b.WriteByte(form[j])
+				}
+				form = b.String()
+			}
 			at := (int(k)*7 + i*13) % (len(text) + 1)
 			text = text[:at] + form + text[at:]
 		}

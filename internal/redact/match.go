@@ -14,6 +14,10 @@ import (
 // links), which is all the redactor needs: a shorter pattern ending at the
 // same place lies inside the longer one.
 //
+// Patterns that are encoded forms can also be found in a text whose line
+// breaks have been taken out (see lines.go): each state also records the
+// longest of those that ends there, in enc.
+//
 // The prefilter: every pattern contains at least one pair of adjacent bytes
 // from a small set (for each secret, two adjacent letters or digits of its
 // value, which every form keeps side by side, chosen to be rare in ordinary
@@ -39,6 +43,22 @@ type machine struct {
 	// lookback maps a prefilter pair to the most bytes a pattern has before
 	// it when it is the pattern's first prefilter pair.
 	lookback map[uint16]int
+	// enc holds, by state, the longest breakable pattern (see pattern)
+	// that ends there; nil when no pattern is breakable.
+	enc []output
+	// encPairs has the bits of the prefilter pairs of the breakable
+	// patterns, as pairs has, and encPre is 1 for their first bytes.
+	encPairs [64]uint64
+	encPre   [256]byte
+	// reach is the length of the longest breakable pattern but one, and
+	// minEnc the length of the shortest.
+	reach, minEnc int
+}
+
+// output is a pattern that ends in a state: its length (0 for none) and
+// the secret it names.
+type output struct {
+	len, id int32
 }
 
 // state is a state of the automaton but the root. Most states, those in
@@ -62,17 +82,33 @@ type edge struct {
 type pattern struct {
 	text string
 	id   int32
+	// encID is the secret the pattern is an encoded form of, which may
+	// be found with line breaks inside it; -1 when it is none's.
+	encID int32
 }
 
 // newMachine builds a machine for patterns, whose texts are distinct and
 // at least two bytes long, with prefilter pairs pairs; each pattern must
-// contain one.
-func newMachine(patterns []pattern, pairs [][2]byte) *machine {
+// contain one, and each breakable pattern one of encPairs, which are among
+// pairs.
+func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 	m := &machine{}
 	for _, p := range pairs {
 		m.pre[p[0]] = 1
 		k := pairBit(p[0], p[1])
 		m.pairs[k>>6] |= 1 << (k & 63)
+	}
+	for _, p := range encPairs {
+		m.encPre[p[0]] = 1
+		k := pairBit(p[0], p[1])
+		m.encPairs[k>>6] |= 1 << (k & 63)
+		// A line break can fall between the two bytes of the pair: the
+		// first byte followed by the first byte of a line break is a
+		// prefilter pair too (see breakNear).
+		for _, c := range []byte{'\n', '\r', '\\'} {
+			k := pairBit(p[0], c)
+			m.pairs[k>>6] |= 1 << (k & 63)
+		}
 	}
 	if countTrue(&m.pre) <= maxFew {
 		for c := range 256 {
@@ -95,6 +131,8 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 	label := []byte{0}
 	outLen := []int32{0}
 	outID := []int32{0}
+	enc := []output{{}}
+	breakable := false
 	path := []int32{0} // path[i] is the state after the first i bytes of prev
 	prev := ""
 	for _, p := range sorted {
@@ -109,11 +147,20 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 			firstChild[s] = t
 			outLen = append(outLen, 0)
 			outID = append(outID, 0)
+			enc = append(enc, output{})
 			s = t
 			path = append(path, s)
 		}
 		outLen[s] = int32(len(p.text))
 		outID[s] = p.id
+		if p.encID >= 0 {
+			enc[s] = output{int32(len(p.text)), p.encID}
+			breakable = true
+			m.reach = max(m.reach, len(p.text)-1)
+			if m.minEnc == 0 || len(p.text) < m.minEnc {
+				m.minEnc = len(p.text)
+			}
+		}
 		prev = p.text
 	}
 	n := len(label)
@@ -153,6 +200,9 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 				outLen[t] = outLen[fail[t]]
 				outID[t] = outID[fail[t]]
 			}
+			if enc[t].len == 0 {
+				enc[t] = enc[fail[t]]
+			}
 			queue = append(queue, t)
 		}
 	}
@@ -173,6 +223,9 @@ func newMachine(patterns []pattern, pairs [][2]byte) *machine {
 			m.edges = append(m.edges, edge{label[t], int32(t)})
 		}
 		st.hi = int32(len(m.edges))
+	}
+	if breakable {
+		m.enc = enc
 	}
 	return m
 }
@@ -225,36 +278,72 @@ func (m *machine) step(s int32, c byte) int32 {
 type match struct {
 	start, end int
 	id         int32
+	// broken marks an encoded form found with line breaks inside it.
+	broken bool
 }
 
 // add records the occurrence mt, found after every occurrence in ms, and
 // keeps ms sorted and free of occurrences inside another: since mt ends
 // after every occurrence before it, those that start where it does or
 // later lie inside it and are dropped. An occurrence of the same secret
-// that overlaps or touches the last one extends it instead, which changes
-// neither the ranges nor their names, and keeps ms short on texts such as
-// a secret repeated many times.
+// that overlaps or touches the last one, and is broken if and only if it
+// is, extends it instead, which changes neither the ranges, nor their
+// names, nor the line breaks kept, and keeps ms short on texts such as a
+// secret repeated many times.
 func add(ms []match, mt match) []match {
-	for len(ms) > 0 && ms[len(ms)-1].start >= mt.start {
-		ms = ms[:len(ms)-1]
-	}
-	if n := len(ms); n > 0 && ms[n-1].id == mt.id && mt.start <= ms[n-1].end {
+	ms = dropInside(ms, mt)
+	if n := len(ms); n > 0 && ms[n-1].id == mt.id && ms[n-1].broken == mt.broken && mt.start <= ms[n-1].end {
 		ms[n-1].end = mt.end
 		return ms
 	}
 	return append(ms, mt)
 }
 
+// dropInside drops the occurrences at the end of ms that lie inside mt,
+// which ends after all of them: those that start where it does or later.
+func dropInside(ms []match, mt match) []match {
+	for len(ms) > 0 && ms[len(ms)-1].start >= mt.start {
+		ms = ms[:len(ms)-1]
+	}
+	return ms
+}
+
 // scan appends to ms the occurrences of the patterns in text that no other
 // occurrence contains, in increasing order of start (and of end), those of
-// one secret that overlap or touch joined.
+// one secret that overlap or touch joined. It does not look for broken
+// occurrences (see lines.go).
 func (m *machine) scan(text string, ms []match) []match {
+	return m.scanFor(text, ms, nil)
+}
+
+// scanAll is scan, and also looks for the broken occurrences of the
+// breakable patterns, which it returns apart, in increasing order of end.
+func (m *machine) scanAll(text string, ms []match) ([]match, []match) {
+	if m.enc == nil {
+		return m.scanFor(text, ms, nil), nil
+	}
+	var ls lineScan
+	ms = m.scanFor(text, ms, &ls)
+	return ms, ls.found
+}
+
+// scanEncoded appends to ms the occurrences in text of the breakable
+// patterns that no other occurrence of one contains, in increasing order of
+// start (and of end). Unlike scan it keeps occurrences of one secret that
+// overlap or touch apart: whether each has a line break inside it is
+// decided on its own. m.enc must not be nil. It runs as scanFor does.
+func (m *machine) scanEncoded(text string, ms []match) []match {
 	n := len(text)
 	pos := 0
 	var few fewCursors
 	few.reset()
+	fewp := &few
+	if len(text) < 64 {
+		// A short window: testing each byte is faster.
+		fewp = nil
+	}
 	for pos < n {
-		i := m.next(text, pos, &few)
+		i := m.next(text, pos, fewp)
 		if i < 0 {
 			break
 		}
@@ -269,9 +358,46 @@ func (m *machine) scan(text string, ms []match) []match {
 				}
 				continue
 			}
+			if o := m.enc[s]; o.len != 0 {
+				mt := match{start: j - int(o.len), end: j, id: o.id}
+				ms = append(dropInside(ms, mt), mt)
+			}
+		}
+		pos = j
+	}
+	return ms
+}
+
+// scanFor is scan; with ls, it also looks for broken occurrences near
+// each place it runs the automaton over, and records them in ls.
+func (m *machine) scanFor(text string, ms []match, ls *lineScan) []match {
+	n := len(text)
+	pos := 0
+	var few fewCursors
+	few.reset()
+	for pos < n {
+		i := m.next(text, pos, &few)
+		if i < 0 {
+			break
+		}
+		j := max(pos, i-m.lookback[uint16(text[i])<<8|uint16(text[i+1])])
+		from := j
+		s := int32(0)
+		for j < n {
+			s = m.step(s, text[j])
+			j++
+			if s == 0 {
+				if j > i {
+					break
+				}
+				continue
+			}
 			if st := &m.states[s]; st.outLen != 0 {
 				ms = add(ms, match{start: j - int(st.outLen), end: j, id: st.outID})
 			}
+		}
+		if ls != nil && j+m.reach+breakMargin > ls.done && m.mayBreak(text, i, from, j) {
+			m.scanBreaks(text, from, j, ls)
 		}
 		pos = j
 	}
@@ -296,9 +422,9 @@ func (f *fewCursors) reset() {
 }
 
 // next returns the index of the first prefilter pair in text at or after
-// pos, or -1.
+// pos, or -1. Without few, it tests every byte.
 func (m *machine) next(text string, pos int, few *fewCursors) int {
-	if m.preFew != nil {
+	if m.preFew != nil && few != nil {
 		end := len(text) - 1 // a pair starts before the last byte
 		for pos < end {
 			best := -1
@@ -343,6 +469,13 @@ func (m *machine) next(text string, pos int, few *fewCursors) int {
 func (m *machine) isPair(b0, b1 byte) bool {
 	k := pairBit(b0, b1)
 	return m.pairs[k>>6]&(1<<(k&63)) != 0
+}
+
+// isEncPair reports whether b0, b1 may be the prefilter pair of a
+// breakable pattern, as isPair does.
+func (m *machine) isEncPair(b0, b1 byte) bool {
+	k := pairBit(b0, b1)
+	return m.encPairs[k>>6]&(1<<(k&63)) != 0
 }
 
 // pairBit returns the bit of pairs for b0, b1, one of 4096.

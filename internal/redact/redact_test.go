@@ -10,17 +10,20 @@ import (
 )
 
 // naiveRedact is the reference the Redactor is checked against: it finds
-// every occurrence of every form of every secret with strings.Index,
-// merges the ranges that overlap or touch, and writes for each merged
-// range the names of the secrets of the occurrences not inside another
-// one, each once, in order of start.
+// every occurrence of every form of every secret with strings.Index, and
+// of every base64, base32 and hex form with line breaks between its
+// characters by trying each place, merges the ranges that overlap or
+// touch, and writes for each merged range the names of the secrets of the
+// occurrences not inside another one, each once, in order of start, and
+// then the line breaks inside the broken ones among those occurrences.
 func naiveRedact(secrets []Secret, text string) string {
 	type occ struct {
 		start, end int
 		name       string
+		broken     bool
 	}
-	owner := map[string]string{}
-	var order []string
+	owner, brokenOwner := map[string]string{}, map[string]string{}
+	var order, brokenOrder []string
 	for _, s := range secrets {
 		if len(s.Value) < MinLen {
 			continue
@@ -29,6 +32,12 @@ func naiveRedact(secrets []Secret, text string) string {
 			if _, ok := owner[f]; !ok {
 				owner[f] = s.Name
 				order = append(order, f)
+			}
+		}
+		for _, f := range breakableForms(s.Value) {
+			if _, ok := brokenOwner[f]; !ok {
+				brokenOwner[f] = s.Name
+				brokenOrder = append(brokenOrder, f)
 			}
 		}
 	}
@@ -40,16 +49,33 @@ func naiveRedact(secrets []Secret, text string) string {
 				break
 			}
 			i += k
-			all = append(all, occ{i, i + len(f), owner[f]})
+			all = append(all, occ{i, i + len(f), owner[f], false})
+		}
+	}
+	for _, f := range brokenOrder {
+		for i := range len(text) {
+			if end := brokenAt(text, i, f); end >= 0 {
+				all = append(all, occ{i, end, brokenOwner[f], true})
+			}
 		}
 	}
 	// Sorted by start and, for one start, longest first, an occurrence lies
-	// inside another exactly when one before it ends at or after its end.
+	// inside another exactly when one before it ends at or after its end;
+	// of two with the same range, the broken one counts.
 	slices.SortFunc(all, func(a, b occ) int {
 		if a.start != b.start {
 			return a.start - b.start
 		}
-		return b.end - a.end
+		if a.end != b.end {
+			return b.end - a.end
+		}
+		if a.broken != b.broken {
+			if a.broken {
+				return -1
+			}
+			return 1
+		}
+		return 0
 	})
 	var kept []occ
 	maxEnd := -1
@@ -64,20 +90,83 @@ func naiveRedact(secrets []Secret, text string) string {
 	for k := 0; k < len(kept); {
 		start, end := kept[k].start, kept[k].end
 		var names []string
+		covered := map[int]bool{}
 		for ; k < len(kept) && kept[k].start <= end; k++ {
 			end = max(end, kept[k].end)
 			if !slices.Contains(names, kept[k].name) {
 				names = append(names, kept[k].name)
+			}
+			if kept[k].broken {
+				for x := kept[k].start; x < kept[k].end; x++ {
+					covered[x] = true
+				}
 			}
 		}
 		b.WriteString(text[last:start])
 		for _, n := range names {
 			b.WriteString("[REDACTED:" + n + "]")
 		}
+		for x := start; x < end; x++ {
+			if covered[x] {
+				if n := lineBreakAt(text, x); n > 0 {
+					b.WriteString(text[x : x+n])
+					x += n - 1
+				}
+			}
+		}
 		last = end
 	}
 	b.WriteString(text[last:])
 	return b.String()
+}
+
+// lineBreaks are the ways of writing a line break the Redactor knows, as
+// written in text and in a JSON string.
+var lineBreaks = []string{"\r\n", "\n", `\r\n`, `\n`}
+
+// lineBreakAt returns the length of the line break at text[x:], or 0.
+func lineBreakAt(text string, x int) int {
+	for _, lb := range lineBreaks {
+		if strings.HasPrefix(text[x:], lb) {
+			return len(lb)
+		}
+	}
+	return 0
+}
+
+// isEncodingChar reports whether c is a character of base64 (either
+// alphabet), base32 or hex.
+func isEncodingChar(c byte) bool {
+	return isAlnum(c) || strings.IndexByte("+/-_", c) >= 0
+}
+
+// brokenAt returns the end of the occurrence of form that starts at
+// text[i] with one or more line breaks between its characters, each
+// between two encoding characters, or -1.
+func brokenAt(text string, i int, form string) int {
+	j, breaks := i, 0
+	for k := range len(form) {
+		if k > 0 && j < len(text) {
+			if n := lineBreakAt(text, j); n > 0 && isEncodingChar(text[j-1]) && j+n < len(text) && isEncodingChar(text[j+n]) {
+				j += n
+				breaks++
+			}
+		}
+		if j >= len(text) || text[j] != form[k] {
+			return -1
+		}
+		j++
+	}
+	if breaks == 0 {
+		return -1
+	}
+	return j
+}
+
+// breakableForms returns the forms of value that New also looks for with
+// line breaks inside them: its base64, base32 and hex forms.
+func breakableForms(value string) []string {
+	return encodedForms(value, forms(value))
 }
 
 // allForms returns every form of value New looks for: its forms, its

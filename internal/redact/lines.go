@@ -1,0 +1,407 @@
+package redact
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// Encoded forms broken into lines.
+//
+// Encoders that break their output into lines (base64 at 76 columns, PEM
+// and MIME at 64 or 76, xxd -p at 60, or any width a tool chooses) put a
+// line break wherever a line is full, so inside a secret's encoded form
+// too. A line break, here, is "\n" or "\r\n", or either written as a JSON
+// string writes it (`\n`, `\r\n`), between two encoding characters
+// (encChars). The breakable forms (base64, base32 and hex, see
+// pattern.encID) are also looked for in the text with such breaks taken
+// out: an occurrence with a break inside it is a broken one. No other form
+// is looked for there, so a raw or escaped value is never found across a
+// line break.
+//
+// A broken occurrence is redacted with the breaks inside it: its range
+// runs from its first encoded character to its last. The placeholders of
+// the range are followed by those breaks, as they were written, so the
+// text keeps its lines, each line after the secret in its place (see
+// Redactor.ranges).
+//
+// Finding them costs next to nothing on text without line breaks near the
+// prefilter pairs of breakable forms. Every broken occurrence has its
+// form's pair whole, where the scan stops or which it runs the automaton
+// over, or has a line break between the two bytes of that pair, and then
+// the pair's first byte followed by the first byte of the break is a
+// prefilter pair too (see newMachine). So at each place the scan runs the
+// automaton over, it looks for a pair of a breakable form (machine.encPairs)
+// with a line break between encoding characters next to it or inside it
+// (see mayBreak); only there is the text looked at again: from each line
+// break near it, the encoding characters and the breaks between them are
+// copied without the breaks into a window on the stack, as far as the
+// longest breakable form reaches past the last break, and the window is
+// scanned for the breakable forms alone.
+
+// encChars are the characters of the encodings whose forms may be broken
+// into lines: the base64 alphabets (standard and URL-safe), and with them
+// base32 and hex in either case.
+var encChars = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = isAlnum(byte(c)) || strings.IndexByte("+/-_", byte(c)) >= 0
+	}
+	return t
+}()
+
+// breakLen returns the length of the line break that starts at s[i], or
+// 0: "\n", "\r\n", `\n` or `\r\n`.
+func breakLen(s string, i int) int {
+	switch s[i] {
+	case '\n':
+		return 1
+	case '\r':
+		if i+1 < len(s) && s[i+1] == '\n' {
+			return 2
+		}
+	case '\\':
+		if i+1 < len(s) && s[i+1] == 'n' {
+			return 2
+		}
+		if strings.HasPrefix(s[i+1:], `r\n`) {
+			return 4
+		}
+	}
+	return 0
+}
+
+// innerBreak returns the length of the line break that starts at s[i]
+// when it lies between two encoding characters, or 0.
+func innerBreak(s string, i int) int {
+	if i == 0 || !encChars[s[i-1]] {
+		return 0
+	}
+	n := breakLen(s, i)
+	if n == 0 || i+n >= len(s) || !encChars[s[i+n]] {
+		return 0
+	}
+	return n
+}
+
+// writeBreaks calls write with each line break in s, which holds encoding
+// characters and line breaks only, starting with a character or a break.
+func writeBreaks(s string, write func(string)) {
+	for i := 0; i < len(s); {
+		if n := breakLen(s, i); n > 0 {
+			write(s[i : i+n])
+			i += n
+		} else {
+			i++
+		}
+	}
+}
+
+// nextInnerBreak returns the index of the first line break between
+// encoding characters that starts in s[lo:hi], or -1.
+func nextInnerBreak(s string, lo, hi int) int {
+	nl := indexIn(s, lo, min(len(s), hi+1), '\n')
+	bs := indexIn(s, lo, hi, '\\')
+	for {
+		i := min(nl, bs)
+		if i < 0 {
+			i = max(nl, bs)
+		}
+		if i < 0 {
+			return -1
+		}
+		if i == nl {
+			if i > lo && s[i-1] == '\r' && innerBreak(s, i-1) > 0 {
+				return i - 1
+			}
+			if i < hi && innerBreak(s, i) > 0 {
+				return i
+			}
+			nl = indexIn(s, i+1, min(len(s), hi+1), '\n')
+		} else {
+			if innerBreak(s, i) > 0 {
+				return i
+			}
+			bs = indexIn(s, i+1, hi, '\\')
+		}
+	}
+}
+
+// indexIn returns the index of the first c in s[lo:hi], or -1.
+func indexIn(s string, lo, hi int, c byte) int {
+	if lo >= hi {
+		return -1
+	}
+	if i := strings.IndexByte(s[lo:hi], c); i >= 0 {
+		return lo + i
+	}
+	return -1
+}
+
+// lineScan is the state of the search for broken occurrences during a
+// scan.
+type lineScan struct {
+	done  int     // the text before done has been looked at
+	found []match // the broken occurrences, in increasing order of end
+}
+
+// breakMargin is the length of the longest line break, `\r\n`: how many
+// bytes further than m.reach encoding characters a break inside an
+// occurrence can start or end from a pair in it.
+const breakMargin = 4
+
+// mayBreak reports whether a broken occurrence may be near s[a:b], which
+// the scan ran the automaton over from the pair at i: whether a pair of a
+// breakable form in it, whole or with a line break between its two bytes,
+// has a line break near it (see breakNear). The scan found no pair in
+// s[a:i], and s[b-1:b+1] is the last pair it passed over.
+func (m *machine) mayBreak(s string, i, a, b int) bool {
+	for x := i; x < b && x+1 < len(s); x++ {
+		if m.encPre[s[x]] == 0 {
+			continue
+		}
+		if c := s[x+1]; c == '\n' || c == '\r' || c == '\\' {
+			if n := innerBreak(s, x+1); n > 0 && m.isEncPair(s[x], s[x+1+n]) {
+				return true
+			}
+		} else if m.isEncPair(s[x], c) && m.breakNear(s, x, x+2) {
+			return true
+		}
+	}
+	return false
+}
+
+// breakNear reports whether a line break between encoding characters is
+// near the pair s[a:b]: reached from it over at most m.reach encoding
+// characters. A broken occurrence with the pair whole has one: its nearest
+// break to the pair, with only its characters between them.
+func (m *machine) breakNear(s string, a, b int) bool {
+	return m.breakBefore(s, a) || m.breakAfter(s, b)
+}
+
+// longWalk is how many encoding characters breakBefore and breakAfter walk
+// over before they look for the bytes of a line break further on at once:
+// most walks, over words, are shorter.
+const longWalk = 16
+
+// breakBefore reports whether a line break between encoding characters
+// ends at most m.reach+1 encoding characters before a, with only encoding
+// characters between them.
+func (m *machine) breakBefore(s string, a int) bool {
+	y, lo := a, max(0, a-m.reach-1)
+	for y > lo && encChars[s[y-1]] {
+		y--
+		if a-y == longWalk && !hasBreakByte(s[max(0, lo-breakMargin):y]) {
+			return false
+		}
+	}
+	// The break ends at y, or at y+1 when the walk took the n of a `\n`.
+	for x := max(0, y-breakMargin); x < y; x++ {
+		if innerBreak(s, x) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// breakAfter reports whether a line break between encoding characters
+// starts at most m.reach+1 encoding characters after b, with only encoding
+// characters between them.
+func (m *machine) breakAfter(s string, b int) bool {
+	z, hi := b, min(len(s), b+m.reach+1)
+	for z < hi && encChars[s[z]] {
+		z++
+		if z-b == longWalk && !hasBreakByte(s[z:min(len(s), hi+breakMargin)]) {
+			return false
+		}
+	}
+	return z < len(s) && innerBreak(s, z) > 0
+}
+
+// hasBreakByte reports whether s holds a '\n' or a '\\', which every line
+// break holds.
+func hasBreakByte(s string) bool {
+	return strings.IndexByte(s, '\n') >= 0 || strings.IndexByte(s, '\\') >= 0
+}
+
+// scanBreaks adds to ls the broken occurrences with a prefilter pair in
+// s[a:b], and those in the same runs of encoding characters and line
+// breaks, and moves ls.done past them. The first line break of such an
+// occurrence lies between the place found below and m.reach+breakMargin
+// bytes past b.
+func (m *machine) scanBreaks(s string, a, b int, ls *lineScan) {
+	// Every such occurrence starts at or after the place found by going
+	// back from a over encoding characters and line breaks as far as a
+	// form can reach, with a break of the longest kind between each two
+	// characters; the text before ls.done has been looked at already.
+	lo := max(a, ls.done)
+	for k := (m.reach + 1) * (1 + breakMargin); k > 0 && lo > ls.done && (encChars[s[lo-1]] || s[lo-1] == '\n' || s[lo-1] == '\r' || s[lo-1] == '\\'); k-- {
+		lo--
+	}
+	hi := min(len(s), b+m.reach+breakMargin)
+	for lo < hi {
+		br := nextInnerBreak(s, lo, hi)
+		if br < 0 {
+			break
+		}
+		lo = m.scanAround(s, br, ls)
+	}
+	ls.done = max(lo, hi)
+}
+
+// scanAround adds to ls the broken occurrences around the line break at
+// b, which lies between encoding characters, and returns where it
+// stopped looking.
+//
+// The window starts as many characters before b as the longest breakable
+// form has but one, or at the first encoding character before b, and runs
+// on over encoding characters and line breaks between them, until as many
+// characters after the last break as the longest form has but one: no
+// occurrence with that break inside it reaches further.
+func (m *machine) scanAround(s string, b int, ls *lineScan) int {
+	start := b
+	for start > 0 && b-start < m.reach && encChars[s[start-1]] {
+		start--
+	}
+	// Most breaks between encoding characters are in ordinary text, between
+	// two words, shorter together than any breakable form.
+	n, end := runLen(s, start, max(smallWindow, m.minEnc))
+	switch {
+	case n < m.minEnc:
+		return end
+	case n < smallWindow:
+		var text [smallWindow]byte
+		var segs [smallWindow]segment
+		return m.scanRun(s, start, ls, text[:0], segs[:0])
+	}
+	var text [windowLen]byte
+	var segs [windowLen]segment
+	return m.scanRun(s, start, ls, text[:0], segs[:0])
+}
+
+// runLen returns the number of encoding characters from start on, with
+// the line breaks between them, counting up to limit, and where they end.
+func runLen(s string, start, limit int) (int, int) {
+	n, p := 0, start
+	for n < limit && p < len(s) {
+		if k := innerBreak(s, p); k > 0 && n > 0 {
+			p += k
+			continue
+		}
+		if !encChars[s[p]] {
+			break
+		}
+		n++
+		p++
+	}
+	return n, p
+}
+
+// The windows scanRun copies a text into without its line breaks are on
+// the stack: smallWindow characters for a run of fewer characters, and
+// windowLen for longer ones. A window holds at least twice the longest
+// breakable form: a Redactor with a form longer than 255 characters (the
+// hex of a secret of 128 bytes or more) uses longer windows, allocated
+// when a text fills one.
+const (
+	smallWindow = 64
+	windowLen   = 512
+)
+
+// segment is a stretch of a window copied from one line: it starts at
+// the window's character j, which is the text's character o.
+type segment struct{ j, o int }
+
+// window is the text of a run with its line breaks taken out.
+type window struct {
+	text []byte
+	segs []segment
+}
+
+// at returns the index in the text of the window's character k.
+func (w *window) at(k int) int {
+	lo, hi := 0, len(w.segs)
+	for hi-lo > 1 { // the last segment starting at or before k
+		if mid := (lo + hi) / 2; w.segs[mid].j <= k {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return w.segs[lo].o + k - w.segs[lo].j
+}
+
+// scanRun does the work of scanAround from start, the window's first
+// character, with text and segs as the window's empty buffers. When the
+// window is full, it is scanned and a new one starts as many characters
+// before its end as the longest form has but one, so that an occurrence
+// that does not fit in the first is whole in the second.
+func (m *machine) scanRun(s string, start int, ls *lineScan, text []byte, segs []segment) int {
+	reach := m.reach
+	w := window{text, segs}
+	size := max(cap(text), 2*reach+2)
+	done := 0      // the end of the last window scanned
+	target := size // the window's length at which to stop
+	p := start
+	for p < len(s) && len(w.text) < target {
+		if n := innerBreak(s, p); n > 0 && len(w.text) > 0 {
+			p += n
+			target = len(w.text) + reach
+			continue
+		}
+		if !encChars[s[p]] {
+			break
+		}
+		q, end := p+1, min(len(s), p+min(target, size)-len(w.text))
+		for q < end && encChars[s[q]] {
+			q++
+		}
+		w.segs = append(w.segs, segment{len(w.text), p})
+		w.text = append(w.text, s[p:q]...)
+		p = q
+		if len(w.text) == size {
+			m.scanWindow(&w, done, ls)
+			done = w.at(size-1) + 1
+			p = w.at(size - reach)
+			target -= size - reach
+			w.text, w.segs = w.text[:0], w.segs[:0]
+		}
+	}
+	if len(w.text) > 0 {
+		m.scanWindow(&w, done, ls)
+	}
+	return p
+}
+
+// scanWindow adds to ls the occurrences of breakable forms in w that have
+// a line break inside them and end after done, in the text's indexes.
+func (m *machine) scanWindow(w *window, done int, ls *lineScan) {
+	for _, mt := range m.scanEncoded(unsafe.String(unsafe.SliceData(w.text), len(w.text)), nil) {
+		start, end := w.at(mt.start), w.at(mt.end-1)+1
+		if end-start > mt.end-mt.start && end > done {
+			ls.found = append(ls.found, match{start: start, end: end, id: mt.id, broken: true})
+		}
+	}
+}
+
+// withBroken returns ms, the occurrences the scan found, and broken, in
+// increasing order of end, merged: sorted and none inside another, as
+// scan returns them.
+func withBroken(ms, broken []match) []match {
+	if len(broken) == 0 {
+		return ms
+	}
+	// Merged in order of end (on one end, the occurrence that starts later
+	// first), add drops those inside another.
+	out := make([]match, 0, len(ms)+len(broken))
+	i, j := 0, 0
+	for i < len(ms) || j < len(broken) {
+		if j == len(broken) || i < len(ms) && (ms[i].end < broken[j].end ||
+			ms[i].end == broken[j].end && ms[i].start >= broken[j].start) {
+			out = add(out, ms[i])
+			i++
+		} else {
+			out = add(out, broken[j])
+			j++
+		}
+	}
+	return out
+}

@@ -1,0 +1,373 @@
+package redact
+
+import (
+	"encoding/base32"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+// lineEncoding is an encoder whose output tools break into lines, and the
+// width in bits of one of its characters.
+type lineEncoding struct {
+	name   string
+	encode func([]byte) string
+	bits   int
+}
+
+var lineEncodings = []lineEncoding{
+	{"base64", base64.StdEncoding.EncodeToString, 6},
+	{"base64 url raw", base64.RawURLEncoding.EncodeToString, 6},
+	{"base32", base32.StdEncoding.EncodeToString, 5},
+	{"base32 lower raw", func(b []byte) string {
+		return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+	}, 5},
+	{"hex", hex.EncodeToString, 4},
+	{"hex upper", func(b []byte) string { return strings.ToUpper(hex.EncodeToString(b)) }, 4},
+}
+
+// The ways of writing a line break: in text, and inside a JSON string.
+var newlines = []string{"\n", "\r\n", `\n`, `\r\n`}
+
+// broken writes e with the line break nl before each character k for which
+// cut(k) holds (k > 0), and returns it with what redacting the characters
+// e[lo:hi] makes of it: the characters outside, the placeholder, and every
+// break where it was, those between two redacted characters right after the
+// placeholder.
+func broken(e string, lo, hi int, nl func(k int) string, cut func(k int) bool) (text, want string) {
+	var t, w strings.Builder
+	for k := range len(e) {
+		if k > 0 && cut(k) {
+			b := nl(k)
+			t.WriteString(b)
+			w.WriteString(b)
+		}
+		t.WriteByte(e[k])
+		if k == lo {
+			w.WriteString(testPlaceholder)
+		}
+		if k < lo || k >= hi {
+			w.WriteByte(e[k])
+		}
+	}
+	return t.String(), w.String()
+}
+
+// span returns the characters of enc(prefix + secret + suffix) made of the
+// secret's bits alone.
+func span(enc lineEncoding, prefix, secret int) (lo, hi int) {
+	return (8*prefix + enc.bits - 1) / enc.bits, 8 * (prefix + secret) / enc.bits
+}
+
+func same(nl string) func(int) string { return func(int) string { return nl } }
+
+// TestBrokenEncodedFormsAreRedacted: a secret in base64, base32 or hex
+// broken into lines of every width from 1 to 80, with LF or CRLF breaks,
+// in text or in a JSON string, at every offset inside a longer encoded
+// text, loses exactly the characters made of its bits alone; the breaks
+// between them follow the placeholder, and every other line stays as it
+// was.
+func TestBrokenEncodedFormsAreRedacted(t *testing.T) {
+	secrets := []string{"plainAlnum1234", "seven77", `tok"en-quote`, "emoji😀-🔑key", trickySecrets[len(trickySecrets)-2]}
+	for _, secret := range secrets {
+		r := mustNew(t, Secret{"S", secret})
+		for _, enc := range lineEncodings {
+			for _, prefix := range []string{"", "u", "us", "use", "user", strings.Repeat("data before the secret; ", 4) + "!"} {
+				for _, suffix := range []string{"", "?!#$"} {
+					e := enc.encode([]byte(prefix + secret + suffix))
+					lo, hi := span(enc, len(prefix), len(secret))
+					for w := 1; w <= 80; w++ {
+						for _, nl := range newlines {
+							text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k%w == 0 })
+							text, want = "data:"+nl+text+nl+"end", "data:"+nl+want+nl+"end"
+							if got := r.String(text); got != want {
+								t.Fatalf("%q in %s, %q before, %q after, width %d, %q:\n got %q\nwant %q",
+									secret, enc.name, prefix, suffix, w, nl, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestBreaksAnywhereAreFound puts the first line break at every place of
+// every line width, and breaks lines at random widths, mixing LF and CRLF.
+func TestBreaksAnywhereAreFound(t *testing.T) {
+	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
+	r := mustNew(t, Secret{"S", secret})
+	for _, enc := range lineEncodings {
+		e := enc.encode([]byte("us" + secret + "!"))
+		lo, hi := span(enc, 2, len(secret))
+		for w := 1; w <= 80; w++ {
+			for first := 1; first <= w; first++ {
+				for _, nl := range newlines[:3] {
+					text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k >= first && (k-first)%w == 0 })
+					if got := r.String(text); got != want {
+						t.Fatalf("%s, width %d, first line %d, %q:\n got %q\nwant %q", enc.name, w, first, nl, got, want)
+					}
+				}
+			}
+		}
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 500 {
+			next := 1 + rng.IntN(20)
+			cuts := map[int]bool{}
+			for k := next; k < len(e); k += 1 + rng.IntN(20) {
+				cuts[k] = true
+			}
+			nls := map[int]string{}
+			for k := range cuts {
+				nls[k] = newlines[rng.IntN(2)]
+			}
+			text, want := broken(e, lo, hi, func(k int) string { return nls[k] }, func(k int) bool { return cuts[k] })
+			if got := r.String(text); got != want {
+				t.Fatalf("%s, breaks at %v:\n got %q\nwant %q", enc.name, cuts, got, want)
+			}
+		}
+	}
+}
+
+// TestBrokenFormsInLongEncodedTexts: secrets in the middle of a long
+// encoded text, broken into lines as base64, MIME, PEM and xxd -p write
+// them, once or several times, and a secret whose forms are longer than the
+// window the broken forms are looked for in.
+func TestBrokenFormsInLongEncodedTexts(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	noise := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		return string(b)
+	}
+	var long string // not periodic, so that two in a row are two
+	for i := range 30 {
+		long += fmt.Sprintf("part%02d-", i)
+	}
+	for _, secret := range []string{"sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ", long} {
+		r := mustNew(t, Secret{"S", secret})
+		for _, enc := range lineEncodings {
+			for _, w := range []int{60, 64, 76} {
+				for _, nl := range newlines {
+					for iter := range 20 {
+						before, between, after := noise(rng.IntN(3000)), noise(rng.IntN(40)), noise(rng.IntN(3000))
+						data := before + secret
+						if iter%2 == 1 {
+							data += between + secret
+						}
+						data += after
+						e := enc.encode([]byte(data))
+						lo1, hi1 := span(enc, len(before), len(secret))
+						lo2, hi2 := span(enc, len(before)+len(secret)+len(between), len(secret))
+						var want strings.Builder
+						var text strings.Builder
+						if iter%2 == 0 {
+							lo2, hi2 = lo1, hi1
+						} else if lo2 <= hi1 {
+							// Occurrences that touch are one range.
+							lo2, hi1 = lo1, hi2
+						}
+						inside := func(k int) int {
+							if k >= lo1 && k < hi1 {
+								return lo1
+							}
+							if k >= lo2 && k < hi2 {
+								return lo2
+							}
+							return -1
+						}
+						for k := range len(e) {
+							if k > 0 && k%w == 0 {
+								text.WriteString(nl)
+								want.WriteString(nl)
+							}
+							text.WriteByte(e[k])
+							switch at := inside(k); {
+							case at == k:
+								want.WriteString(testPlaceholder)
+							case at < 0:
+								want.WriteByte(e[k])
+							}
+						}
+						if got := r.String(text.String()); got != want.String() {
+							t.Fatalf("%d-byte secret in %s, width %d, %q, %d bytes before: %s",
+								len(secret), enc.name, w, nl, len(before), difference(got, want.String()))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLineBreaksNeverJoinOtherForms: a raw or escaped value is never found
+// across a line break, and an encoded form only across one break between
+// two encoding characters, not across a blank line, a space before or
+// after the break, or a bare CR; and text with line breaks but no secret
+// comes back as it is, without allocating.
+func TestLineBreaksNeverJoinOtherForms(t *testing.T) {
+	secret := "plainAlnum1234"
+	r := mustNew(t, Secret{"S", secret}, Secret{"T", `tok"en-quote`})
+	escaped := jsonStyles[0].escape(`tok"en-quote`)
+	for _, nl := range append(newlines, "\n\n", " \n", "\n ", "\r\n\r\n", `\n\n`) {
+		for k := 1; k < len(secret); k++ {
+			for _, text := range []string{secret[:k] + nl + secret[k:], "x " + secret[:k] + nl + secret[k:] + " y"} {
+				if got := r.String(text); got != text {
+					t.Errorf("String(%q) = %q, want it unchanged", text, got)
+				}
+			}
+		}
+		for k := 1; k < len(escaped); k++ {
+			if text := `{"k":"` + escaped[:k] + nl + escaped[k:] + `"}`; r.String(text) != text {
+				t.Errorf("String(%q) = %q, want it unchanged", text, r.String(text))
+			}
+		}
+	}
+	// An encoded form is found across one line break between two of its
+	// characters, and across nothing more.
+	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
+	lo, hi := span(lineEncodings[0], 5, len(secret))
+	for _, nl := range append(newlines, "\n\n", " \n", "\n ", "\r\n\r\n", `\n\n`, "\n\t", "\r") {
+		joins := slices.Contains(newlines, nl)
+		for k := 1; k < len(e); k++ {
+			text, want := broken(e, lo, hi, same(nl), func(j int) bool { return j == k })
+			if !joins && k > lo && k < hi {
+				want = text
+			}
+			if got := r.String(text); got != want {
+				t.Errorf("String(%q) = %q, want %q", text, got, want)
+			}
+		}
+	}
+
+	// Many lines of prose, logs and base64 that hold no secret.
+	var b strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&b, "2026-03-14T09:26:%02dZ INFO request done\nthe next line starts with a word\n", i%60)
+		b.WriteString(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("not the secret ", 4+i%5))))
+		b.WriteString("\r\n")
+	}
+	text := b.String()
+	if got := r.String(text); got != text || unsafe.StringData(got) != unsafe.StringData(text) {
+		t.Fatal("String changed or copied a text with no secret")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.String(text) }); n != 0 {
+		t.Errorf("String allocates %v times on a text with line breaks and no secret", n)
+	}
+	// A long MIME text with no secret, for a secret whose hex form is a
+	// quarter of the window.
+	r = mustNew(t, Secret{"S", strings.Repeat("sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ", 3)[:64]})
+	mime := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("not the secret, ", 1000)))
+	text, _ = broken(mime, 0, 0, same("\r\n"), func(k int) bool { return k%76 == 0 })
+	if got := r.String(text); got != text || unsafe.StringData(got) != unsafe.StringData(text) {
+		t.Fatal("String changed or copied a MIME text with no secret")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.String(text) }); n != 0 {
+		t.Errorf("String allocates %v times on a MIME text with no secret", n)
+	}
+}
+
+// difference shows where got and want first differ.
+func difference(got, want string) string {
+	i := 0
+	for i < len(got) && i < len(want) && got[i] == want[i] {
+		i++
+	}
+	lo := max(0, i-40)
+	return fmt.Sprintf("at %d:\n got …%q…\nwant …%q…", i, got[lo:min(len(got), i+80)], want[lo:min(len(want), i+80)])
+}
+
+// breakUp writes f with a line break, of a kind chosen at random, after
+// every few characters, at random.
+func breakUp(rng *rand.Rand, f string) string {
+	var b strings.Builder
+	w := 1 + rng.IntN(12)
+	for k := range len(f) {
+		if k > 0 && (k%w == 0 || rng.IntN(16) == 0) {
+			b.WriteString(newlines[rng.IntN(len(newlines))])
+		}
+		b.WriteByte(f[k])
+	}
+	return b.String()
+}
+
+// TestBrokenFormsAgainstTheReference compares the Redactor with
+// naiveRedact on random secrets that share bytes, in texts made of their
+// encoded forms broken into lines at random, pieces of them, raw forms and
+// random bytes, encoding characters and line breaks among them.
+func TestBrokenFormsAgainstTheReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const alphabet = "ab1\"\\< \n+/"
+	const noise = "QUJDab12+/\n\r\\n-_ =."
+	for iter := range 3000 {
+		var secrets []Secret
+		for i := rng.IntN(3) + 1; i > 0; i-- {
+			b := make([]byte, 7+rng.IntN(10))
+			for k := range b {
+				b[k] = alphabet[rng.IntN(len(alphabet))]
+			}
+			secrets = append(secrets, Secret{string(rune('A' + rng.IntN(4))), string(b)})
+		}
+		var text strings.Builder
+		for i := rng.IntN(6) + 1; i > 0; i-- {
+			s := secrets[rng.IntN(len(secrets))].Value
+			switch rng.IntN(4) {
+			case 0, 1:
+				fs := breakableForms(s)
+				f := fs[rng.IntN(len(fs))]
+				if rng.IntN(4) == 0 { // a piece of a form
+					f = f[rng.IntN(len(f)):]
+				}
+				text.WriteString(breakUp(rng, f))
+			case 2:
+				fs := forms(s)
+				text.WriteString(breakUp(rng, fs[rng.IntN(len(fs))]))
+			default:
+				for k := rng.IntN(8); k > 0; k-- {
+					text.WriteByte(noise[rng.IntN(len(noise))])
+				}
+			}
+		}
+		r := mustNew(t, secrets...)
+		if got, want := r.String(text.String()), naiveRedact(secrets, text.String()); got != want {
+			t.Fatalf("iteration %d, secrets %q, text %q:\n got %q\nwant %q", iter, secrets, text.String(), got, want)
+		}
+	}
+}
+
+// TestBrokenFormsAtTheEndOfARun: occurrences near the end of a run of
+// encoded lines, where the scan stops again after the run has been looked
+// at, are each found once, in order, also several in a row.
+func TestBrokenFormsAtTheEndOfARun(t *testing.T) {
+	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
+	r := mustNew(t, Secret{"S", secret})
+	for _, enc := range lineEncodings {
+		for _, n := range []int{1, 2, 3} {
+			for gap := 0; gap < 12; gap += 5 {
+				data := strings.Repeat("head of the data. ", 5) + strings.Repeat(secret+strings.Repeat("-", gap), n)
+				for w := 7; w <= 80; w += 9 {
+					for _, nl := range newlines {
+						text, _ := broken(enc.encode([]byte(data)), 0, 0, same(nl), func(k int) bool { return k%w == 0 })
+						text += " " + secret[:20] + nl + "Xq7vB2mK9pL4"
+						if got, want := r.String(text), naiveRedact([]Secret{{"S", secret}}, text); got != want {
+							t.Fatalf("%s, %d in a row %d apart, width %d, %q: %s", enc.name, n, gap, w, nl, difference(got, want))
+						}
+						_, found := r.m.scanAll(text, nil)
+						for i := 1; i < len(found); i++ {
+							if found[i].end <= found[i-1].end {
+								t.Fatalf("%s, %d in a row %d apart, width %d, %q: broken occurrences out of order: %v", enc.name, n, gap, w, nl, found)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
