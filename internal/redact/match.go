@@ -126,12 +126,18 @@ func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 	// The children of a state are a list through firstChild and sibling,
 	// last added first, so in decreasing byte order; label is the byte
 	// that leads to a state.
-	firstChild := []int32{-1}
-	sibling := []int32{-1}
-	label := []byte{0}
-	outLen := []int32{0}
-	outID := []int32{0}
-	enc := []output{{}}
+	// The trie has at most one state per byte of the patterns, and the
+	// root.
+	most := 1
+	for _, p := range patterns {
+		most += len(p.text)
+	}
+	firstChild := append(make([]int32, 0, most), -1)
+	sibling := append(make([]int32, 0, most), -1)
+	label := append(make([]byte, 0, most), 0)
+	outLen := append(make([]int32, 0, most), 0)
+	outID := append(make([]int32, 0, most), 0)
+	enc := append(make([]output, 0, most), output{})
 	breakable := false
 	path := []int32{0} // path[i] is the state after the first i bytes of prev
 	prev := ""

@@ -81,13 +81,17 @@
 // separators, 2.6 with them (one more first byte to look for) and 2.75
 // with broken forms; with ten secrets 13–15 µs in all three; 20 KB of log
 // lines that end and start with words (BenchmarkLines) 3.2 µs with one
-// secret and 24–31 µs with ten, as before. A found occurrence costs about
-// 40 ns more (200 bytes: 366 → 402 ns). Text with line breaks near a
-// breakable form's pair is looked at again around them: 20 KB of base64
-// at 76 columns takes 76–100 µs instead of 20 with one secret, and 200–240
-// instead of 76 with ten. A text with line breaks and no secret is still
+// secret and 24–31 µs with ten, as before. A found occurrence costs 40–70
+// ns more (200 bytes: 366 → 402 ns with one secret, 337 → 404 with ten).
+// Text with line breaks near a breakable form's pair is looked at again
+// around them: 20 KB of base64 at 76 columns takes 76–100 µs instead of 20
+// with one secret, and 200–240 instead of 76 with ten. A text with line breaks and no secret is still
 // returned without allocating, for secrets of up to 127 bytes; for a
-// longer one, a long encoded run allocates its windows.
+// longer one, a long encoded run allocates its windows. The six forms in
+// hex with separators, three times as long as the secret, and the broken
+// forms' bookkeeping made building a Redactor about 1.3 times as slow,
+// less what sizing the automaton's slices once saves: 67–88 → 105–116 µs
+// for one secret, 1.09–1.13 → 1.35–1.40 ms for ten (BenchmarkNew).
 //
 // Redactors are built once per set of secrets and kept (the root
 // package's redactor cache).
