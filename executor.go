@@ -235,19 +235,20 @@ type batch struct {
 	abort   error
 	red     redactor // cached secrets; valid while redOK
 	redOK   bool
-	// stateUsed and msgUsed say that the room's state and message are
-	// taken (kept here, beside redOK and queuedN, so that a batch and its
-	// room fit 1 KiB, an allocation size class).
-	stateUsed, msgUsed bool
-	queuedN            int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
-	curCall            string // the top-level call running now (ids of the calls it queues derive from it)
-	started            idSet  // calls whose tool_call_started already fired
-	resultID           string // id the running call's result message will get
-	obs                observe.Observer
-	room               *batchRoom // made with the batch by Run, when the first call runs otherwise
+	// stateUsed says that the room's state is taken (kept here, beside
+	// redOK and queuedN, so that a batch and its room fit 1 KiB, an
+	// allocation size class).
+	stateUsed bool
+	queuedN   int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
+	curCall   string // the top-level call running now (ids of the calls it queues derive from it)
+	started   idSet  // calls whose tool_call_started already fired
+	resultID  string // id the running call's result message will get
+	obs       observe.Observer
+	room      *batchRoom // made with the batch by Run, when the first call runs otherwise
 	// slot is where the message of the batch's first result is made: made
 	// with the batch by Run, a turn's scratch in a runtime turn (whose
-	// results live no longer than the turn); nil, a message of its own.
+	// results live no longer than the turn). nil once taken, and nil for a
+	// batch without one: each result then gets a message of its own.
 	slot *Message
 }
 
@@ -291,11 +292,12 @@ func (b *batch) state() *callState {
 
 // message returns a Message for a result of the batch.
 func (b *batch) message() *Message {
-	if b.msgUsed || b.slot == nil {
+	m := b.slot
+	if m == nil {
 		return new(Message)
 	}
-	b.msgUsed = true
-	return b.slot
+	b.slot = nil
+	return m
 }
 
 type pending struct {

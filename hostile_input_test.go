@@ -97,23 +97,13 @@ func hostileCases() []hostileCase {
 				case <-time.After(20 * time.Second):
 					t.Fatal("the goroutine that called Run neither returned nor ended")
 				}
-				done := make(chan []toolrun.Outcome, 1)
-				go func() {
-					out, err := ex.Run(context.Background(), "t", calls) // the batch again, as a resume would
-					assert.NoError(t, err)
-					done <- out
-				}()
-				select {
-				case out := <-done:
-					require.Len(t, out, 2)
-					assert.True(t, out[0].Resumed, "the call's result was stored on the way out")
-					assert.Contains(t, out[0].Message.Content, "runtime.Goexit")
-					assert.Equal(t, "tool_goexit", out[0].Message.ErrorCode)
-					assert.Equal(t, "ran", out[1].Message.Content)
-					assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
-				case <-time.After(20 * time.Second):
-					t.Fatal("the thread's lock was not released")
-				}
+				out := runAgainWithin(t, ex, calls) // the batch again, as a resume would
+				require.Len(t, out, 2)
+				assert.True(t, out[0].Resumed, "the call's result was stored on the way out")
+				assert.Contains(t, out[0].Message.Content, "runtime.Goexit")
+				assert.Equal(t, "tool_goexit", out[0].Message.ErrorCode)
+				assert.Equal(t, "ran", out[1].Message.Content)
+				assert.Equal(t, int32(1), runs.Load(), "the tool ran once")
 			},
 		},
 		{
@@ -157,22 +147,12 @@ func hostileCases() []hostileCase {
 					case <-time.After(20 * time.Second):
 						t.Fatalf("%s: the goroutine that called Run neither returned nor ended", via)
 					}
-					done := make(chan []toolrun.Outcome, 1)
-					go func() {
-						out, err := ex.Run(context.Background(), "t", calls) // the batch again, as a resume would
-						assert.NoError(t, err)
-						done <- out
-					}()
-					select {
-					case out := <-done:
-						require.Len(t, out, 2, via)
-						assert.True(t, out[0].Resumed, "%s: the call's result was stored on the way out", via)
-						assert.Equal(t, "did it", out[0].Message.Content, via)
-						assert.Equal(t, "ran", out[1].Message.Content, via)
-						assert.Equal(t, int32(1), runs.Load(), "%s: the tool ran once", via)
-					case <-time.After(20 * time.Second):
-						t.Fatalf("%s: the thread's lock was not released", via)
-					}
+					out := runAgainWithin(t, ex, calls) // the batch again, as a resume would
+					require.Len(t, out, 2, via)
+					assert.True(t, out[0].Resumed, "%s: the call's result was stored on the way out", via)
+					assert.Equal(t, "did it", out[0].Message.Content, via)
+					assert.Equal(t, "ran", out[1].Message.Content, via)
+					assert.Equal(t, int32(1), runs.Load(), "%s: the tool ran once", via)
 				}
 			},
 		},
@@ -507,6 +487,26 @@ func (p *loopProvider) Stream(ctx context.Context, req *toolrun.Request) iter.Se
 			return
 		}
 		yield(toolrun.Chunk{Type: toolrun.ChunkFinish, FinishReason: "tool_calls"}, nil)
+	}
+}
+
+// runAgainWithin runs the batch of calls on thread "t" from a goroutine of
+// its own and returns its outcomes; it fails the test when Run has not
+// returned within 20 seconds (the thread's lock was left held).
+func runAgainWithin(t *testing.T, ex *toolrun.Executor, calls []toolrun.ToolCall) []toolrun.Outcome {
+	t.Helper()
+	done := make(chan []toolrun.Outcome, 1)
+	go func() {
+		out, err := ex.Run(context.Background(), "t", calls)
+		assert.NoError(t, err)
+		done <- out
+	}()
+	select {
+	case out := <-done:
+		return out
+	case <-time.After(20 * time.Second):
+		t.Fatal("the thread's lock was not released")
+		return nil
 	}
 }
 

@@ -51,20 +51,25 @@ type response struct {
 func (r *response) call(i int) *pendingCall {
 	pc, ok := r.calls.find(i)
 	if !ok {
-		switch {
-		case r.ts == nil:
-			pc = new(pendingCall)
-		case r.made < len(r.ts.rows.scratchOf().calls):
-			pc = r.ts.rows.scratchOf().calls[r.made]
-			*pc = pendingCall{}
-		default:
-			pc = new(pendingCall)
-			l := r.ts.rows.scratchOf()
-			l.calls = append(l.calls, pc)
-		}
-		r.made++
+		pc = r.spareCall()
 		r.calls.add(i, pc)
 	}
+	return pc
+}
+
+// spareCall returns an empty pending call from the turn's scratch, made
+// there when the scratch has none to spare.
+func (r *response) spareCall() *pendingCall {
+	if r.ts == nil { // a response outside a turn
+		return new(pendingCall)
+	}
+	l := r.ts.rows.scratchOf()
+	if r.made == len(l.calls) {
+		l.calls = append(l.calls, new(pendingCall))
+	}
+	pc := l.calls[r.made]
+	r.made++
+	*pc = pendingCall{}
 	return pc
 }
 
