@@ -308,9 +308,18 @@ func BenchmarkTurnHistory(b *testing.B) {
 // conc_cpu_ns/turn the CPU time a turn cost on each side, collector
 // included: x_sequential is conc_cpus/seq_cpus times the ratio of the two
 // costs per turn.
+//
+// x_unshared is the ceiling measured alongside: the same number of turns
+// on as many goroutines as there are CPUs, each goroutine with a runtime,
+// registry, provider and store of its own, so that the turns share nothing
+// but the process (its heap, collector and scheduler), over the sequential
+// rate. It is what the CPUs give turns of this cost when nothing of the
+// library is shared and no goroutine waits to run; x_sequential can only
+// come near it.
 func BenchmarkConcurrentTurns(b *testing.B) {
 	const turns = 10000
-	var seq, conc, seqCPU, concCPU time.Duration
+	procs := runtime.GOMAXPROCS(0)
+	var seq, conc, unshared, seqCPU, concCPU time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -341,9 +350,41 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 		wg.Wait()
 		conc += time.Since(start)
 		concCPU += proccpu.Used() - cpu
+		b.StopTimer()
+		// The ceiling, last: its worlds' threads are made after the
+		// measured sides ran, so that the heap they grow does not change
+		// what those sides find. They hold as many threads as w did, half
+		// of them run, so that the collector finds the heap it found for
+		// the sequential side.
+		w, threads = nil, nil
+		apart := make([]*turnWorld, procs)
+		apartThreads := make([][]string, procs)
+		for k := range apart {
+			apart[k] = newTurnWorld(b, toolrun.NewMemoryStore(), historyPrompts[1].prompt)
+			for n := range 2 * (turns / procs) {
+				th := apart[k].thread(b, 2)
+				if n%2 == 0 {
+					apartThreads[k] = append(apartThreads[k], th)
+				}
+			}
+		}
+		runtime.GC()
+		start = time.Now()
+		var apartDone sync.WaitGroup
+		for k := range apart {
+			apartDone.Go(func() {
+				for _, th := range apartThreads[k] {
+					apart[k].turn(b, th)
+				}
+			})
+		}
+		apartDone.Wait()
+		unshared += time.Since(start) * time.Duration(turns) / time.Duration(turns/procs*procs)
+		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.N*turns)/conc.Seconds(), "turns/s")
 	b.ReportMetric(seq.Seconds()/conc.Seconds(), "x_sequential")
+	b.ReportMetric(seq.Seconds()/unshared.Seconds(), "x_unshared")
 	if seqCPU > 0 && concCPU > 0 {
 		b.ReportMetric(seqCPU.Seconds()/seq.Seconds(), "seq_cpus")
 		b.ReportMetric(concCPU.Seconds()/conc.Seconds(), "conc_cpus")
