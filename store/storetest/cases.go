@@ -31,6 +31,7 @@ func cases() []testCase {
 		{name: "Messages/AsGiven", rule: "AppendMessages assigns only Seq (strictly increasing, written back) and keeps every other field as given; a stored message's ThreadID is its thread's", fn: caseMessagesAsGiven},
 		{name: "Messages/Incomplete", rule: "AppendMessages refuses a batch with a message without ID or CreatedAt, or with a Depth outside 0 to 2^31-1, with an error naming the field, and stores none of it", fn: caseMessagesIncomplete},
 		{name: "Messages/NulBytes", rule: "a message with a NUL byte in a text field is either stored and returned intact or refused with an error wrapping ErrUnstorable, and a refused append stores nothing of its batch", fn: caseMessagesNulBytes},
+		{name: "Messages/InvalidUTF8", rule: "a message with invalid UTF-8 in a text field is stored and returned either intact or with each invalid byte replaced by U+FFFD (as encoding/json writes it), or refused with an error wrapping ErrUnstorable, and a refused append stores nothing of its batch", fn: caseMessagesInvalidUTF8},
 		{name: "Messages/UnknownThread", rule: "AppendMessages fails with ErrNotFound when the thread does not exist", fn: caseMessagesUnknownThread},
 		{name: "Messages/RoundTrip", rule: "every Message field survives AppendMessages and ListMessages/ToolResult", fn: caseMessagesRoundTrip},
 		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
@@ -493,6 +494,69 @@ func caseMessagesNulBytes(e *env) {
 	for i := range got {
 		if d := diffMessage(&got[i], kept[i]); d != "" {
 			e.Errorf("a message with a NUL byte did not come back intact: %s", d)
+		}
+	}
+}
+
+func caseMessagesInvalidUTF8(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	// Two bytes that are not UTF-8, then a truncated three-byte sequence:
+	// replacing each byte and replacing each run differ.
+	const bad, fixed = "a\xff\xfeb\xe2\x82", "a\ufffd\ufffdb\ufffd\ufffd"
+	fields := []struct {
+		name string
+		set  func(m *toolrun.Message, s string)
+	}{
+		{"Content", func(m *toolrun.Message, s string) { m.Content = s }},
+		{"ToolCallID", func(m *toolrun.Message, s string) { m.ToolCallID = s }},
+		{"Name", func(m *toolrun.Message, s string) { m.Name = s }},
+		{"ErrorCode", func(m *toolrun.Message, s string) { m.ErrorCode = s }},
+		{"ErrorData", func(m *toolrun.Message, s string) { m.ErrorData = map[string]any{s: []any{s}} }},
+		{"Stack", func(m *toolrun.Message, s string) { m.Stack = s }},
+		{"Arguments", func(m *toolrun.Message, s string) { m.Arguments = s }},
+		{"Prompt", func(m *toolrun.Message, s string) { m.Prompt = s }},
+		{"Side", func(m *toolrun.Message, s string) { m.Side = s }},
+		{"CallDigest", func(m *toolrun.Message, s string) { m.CallDigest = s }},
+		{"Metadata", func(m *toolrun.Message, s string) { m.Metadata = map[string]any{"k": s} }},
+		{"ToolCalls", func(m *toolrun.Message, s string) {
+			m.ToolCalls = []toolrun.ToolCall{{ID: s, Name: s, Arguments: `{"q":"` + s + `"}`}}
+		}},
+		{"Attachments", func(m *toolrun.Message, s string) {
+			m.Attachments = []toolrun.AttachmentRef{{ID: "att_u", Type: "file", Path: "/" + s, Name: s, MimeType: "text/plain", Description: s}}
+		}},
+	}
+	type kept struct {
+		field      string
+		raw, fixed *toolrun.Message
+	}
+	var want []kept
+	for i, f := range fields {
+		good := &toolrun.Message{Role: toolrun.RoleUser, Content: "before " + f.name}
+		msg := func(s string) *toolrun.Message {
+			m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: fmt.Sprintf("call_u%d", i), Name: "t", ToolStatus: toolrun.StatusSuccess, Content: "r"}
+			f.set(m, s)
+			return m
+		}
+		raw, fix := msg(bad), msg(fixed)
+		err := e.appendMsgs(st, thread, good, raw)
+		switch {
+		case err == nil:
+			fix.ID, fix.ThreadID, fix.CreatedAt = raw.ID, raw.ThreadID, raw.CreatedAt
+			want = append(want, kept{f.name, good, good}, kept{f.name, raw, fix})
+		case !errors.Is(err, toolrun.ErrUnstorable):
+			e.Errorf("AppendMessages of invalid UTF-8 in %s failed with %v, which does not wrap ErrUnstorable", f.name, err)
+		}
+	}
+	got := e.listAll(st, thread)
+	if len(got) != len(want) {
+		e.Fatalf("stored %d messages; want the %d of the appends that succeeded", len(got), len(want))
+	}
+	for i := range got {
+		if d := diffMessage(&got[i], want[i].raw); d != "" {
+			if d2 := diffMessage(&got[i], want[i].fixed); d2 != "" {
+				e.Errorf("invalid UTF-8 in %s came back neither intact nor with each invalid byte replaced by U+FFFD: %s", want[i].field, d)
+			}
 		}
 	}
 }
