@@ -3,7 +3,11 @@ package toolrun
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
+	"unicode/utf8"
+
+	"github.com/toolrun/toolrun/internal/jsonvalue"
 )
 
 // records is the front of a Store: a record gets its id, its timestamps and
@@ -21,10 +25,12 @@ type records struct {
 func recordTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 // AppendMessages gives each message an id, its thread and a creation time
-// when it has none, then appends them.
+// when it has none, and text that is valid UTF-8 (validText), then appends
+// them.
 func (r records) AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error {
 	var now time.Time
 	for _, m := range msgs {
+		validText(m)
 		if m.ID == "" {
 			m.ID = newRecordID("msg")
 		}
@@ -136,4 +142,81 @@ func (r records) listMessagesInto(ctx context.Context, threadID string, q Messag
 		return l.listMessagesInto(ctx, threadID, q, buf)
 	}
 	return r.ListMessages(ctx, threadID, q)
+}
+
+// validText replaces, in the text fields of m that can hold text from
+// outside the runtime, each byte that is not part of valid UTF-8 with
+// U+FFFD, as encoding/json does when it writes the field: what the model is
+// sent of a message and what every store keeps of it are then the same
+// text. A tool's output or a user's text can hold any bytes; PostgreSQL
+// cannot keep them in a text column and SQLite keeps them only outside
+// JSON, so stores left to themselves would keep three different texts.
+//
+// The other fields are registered names, the runtime's ids and names
+// cleaned where they come in (a model's tool names and call ids, and what a
+// tool's InjectMessage gives), and its maps are normalised where they are
+// made. Its slices are copied before an element changes: they may be the
+// caller's.
+func validText(m *Message) {
+	fixText(&m.Content)
+	fixText(&m.ErrorCode)
+	fixText(&m.Stack)
+	fixText(&m.Arguments)
+	if m.ToolCalls != nil {
+		m.ToolCalls = validCalls(m.ToolCalls)
+	}
+	if m.QueuedCalls != nil {
+		m.QueuedCalls = validCalls(m.QueuedCalls)
+	}
+	copied := false
+	for i := range m.Attachments {
+		a := &m.Attachments[i]
+		if allValid(a.ID, a.Type, a.Path, a.Name, a.MimeType, a.Description) {
+			continue
+		}
+		if !copied {
+			m.Attachments, copied = slices.Clone(m.Attachments), true
+			a = &m.Attachments[i]
+		}
+		for _, s := range [...]*string{&a.ID, &a.Type, &a.Path, &a.Name, &a.MimeType, &a.Description} {
+			fixText(s)
+		}
+	}
+}
+
+// validCalls returns calls with valid UTF-8 in every field: calls itself
+// when it has, a fixed copy otherwise.
+func validCalls(calls []ToolCall) []ToolCall {
+	copied := false
+	for i := range calls {
+		c := &calls[i]
+		if allValid(c.ID, c.Name, c.Arguments) {
+			continue
+		}
+		if !copied {
+			calls, copied = slices.Clone(calls), true
+			c = &calls[i]
+		}
+		for _, s := range [...]*string{&c.ID, &c.Name, &c.Arguments} {
+			fixText(s)
+		}
+	}
+	return calls
+}
+
+// fixText makes *s valid UTF-8, each invalid byte a U+FFFD.
+func fixText(s *string) {
+	if len(*s) > 0 && !utf8.ValidString(*s) {
+		*s = jsonvalue.FixUTF8(*s)
+	}
+}
+
+// allValid reports whether every string is valid UTF-8.
+func allValid(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) {
+			return false
+		}
+	}
+	return true
 }

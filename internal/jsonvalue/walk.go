@@ -107,7 +107,7 @@ func (w *walker) container(depth int) *failure {
 
 func (w *walker) str(s string) (any, *failure) {
 	if !utf8.ValidString(s) {
-		s = fixUTF8(s)
+		s = FixUTF8(s)
 	}
 	if f := w.node(len(s)); f != nil {
 		return nil, f
@@ -428,7 +428,7 @@ func (w *walker) mapValue(v reflect.Value, depth int) (any, *failure) {
 // key checks an object key and returns it as valid UTF-8.
 func (w *walker) key(k string) (string, *failure) {
 	if !utf8.ValidString(k) {
-		k = fixUTF8(k)
+		k = FixUTF8(k)
 	}
 	w.bytes += len(k)
 	if w.maxBytes >= 0 && w.bytes > w.maxBytes {
@@ -628,9 +628,11 @@ func callMarshalText(m encoding.TextMarshaler, t reflect.Type) (b []byte, f *fai
 	return b, f
 }
 
-// fixUTF8 replaces each byte of s that is not part of valid UTF-8 by
-// U+FFFD, as encoding/json does when it writes s.
-func fixUTF8(s string) string {
+// FixUTF8 returns s with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as encoding/json does when it writes s: a run of n
+// such bytes becomes n replacement characters, not one, as with
+// strings.ToValidUTF8.
+func FixUTF8(s string) string {
 	b := make([]byte, 0, len(s)+8)
 	for i := 0; i < len(s); {
 		r, size := utf8.DecodeRuneInString(s[i:])
