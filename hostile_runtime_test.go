@@ -215,9 +215,13 @@ func TestMisbehavingProvidersAreContained(t *testing.T) {
 			}()
 			require.Error(t, err)
 			assert.NotContains(t, err.Error(), "Send panicked")
+			if name == "streams on after ctx is cancelled" {
+				// Checked here, not after the loop: a -run filter that skips
+				// the subtests must not fail the test.
+				assert.EqualValues(t, 1, afterCancel.Load(), "chunks the provider yielded after the turn's ctx ended")
+			}
 		})
 	}
-	assert.EqualValues(t, 1, afterCancel.Load(), "chunks the provider yielded after the turn's ctx ended")
 }
 
 // TestResumeFindsTheInterruptedResponse: Resume runs the calls of the
