@@ -259,3 +259,20 @@ func TestImportMembersAreOwnProperties(t *testing.T) {
 		assert.Equal(t, []any{"string", "v", 1.0}, res.Value)
 	})
 }
+
+// TestATooLargeResultIsNotChargedAsMemory: a result past the transfer limit
+// (a text that is cleaned on its way out, as goja's texts of Go values are)
+// under a memory limit several times its size is refused as too large to
+// transfer, in a worker too, also when the test binary (and with it the
+// worker it re-executes) is built with the race detector: RLIMIT_DATA
+// counted the detector's shadow memory, and such a run failed with
+// MemoryLimitExceeded under any limit below about a gibibyte.
+func TestATooLargeResultIsNotChargedAsMemory(t *testing.T) {
+	bothModes(t, func(t *testing.T, r *Runner) {
+		o := &Options{Language: LanguageJavaScript, MemoryLimitBytes: 512 << 20, Timeout: 30 * time.Second}
+		res := runCode(t, r, `export default () => "Could not convert &{ to primitive".repeat(1.9e6);`, o)
+		requireStatus(t, res, StatusError)
+		assert.Equal(t, "RangeError", res.Error.Name, "%v", res.Error)
+		assert.Contains(t, res.Error.Message, "too large to transfer")
+	})
+}
