@@ -220,8 +220,8 @@ func (s *callState) InjectMessage(ctx context.Context, m Message) error {
 	msg := &Message{Role: m.Role, Content: red.String(m.Content), Silent: m.Silent, Metadata: meta,
 		ParentID: st.ParentID, Depth: st.Depth, Prompt: st.Prompt,
 		ToolCallID: red.String(m.ToolCallID), Name: red.String(m.Name), ToolStatus: m.ToolStatus}
-	// The store's front fixes the free text; these two it takes as the
-	// runtime made them.
+	// The store's front fixes free text only: it takes names and call ids
+	// as the runtime makes them, and these two are the tool's.
 	fixText(&msg.ToolCallID)
 	fixText(&msg.Name)
 	for _, c := range m.ToolCalls {

@@ -320,9 +320,9 @@ func heapObjects() int64 {
 
 // applyLimits caps the worker's memory for one run or compile: a Go
 // memory limit, an RLIMIT_DATA backstop (on Linux, without the race
-// detector) and a watchdog that
-// calls exceeded once when the live heap passes the limit, with a channel
-// closed once the returned func, which lifts the limits, is called.
+// detector) and a watchdog that calls exceeded once when the live heap
+// passes the limit, with a channel closed once the returned func, which
+// lifts the limits, is called.
 func applyLimits(limit int64, exceeded func(lifted <-chan struct{}), tick func()) (stop func()) {
 	if limit <= 0 {
 		limit = 256 << 20
