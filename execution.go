@@ -12,6 +12,9 @@ type Execution struct {
 	Side string
 
 	stopped atomic.Bool
+	// stopStored says the stop record was stored with the result of the
+	// call during which Stop was called.
+	stopStored atomic.Bool
 }
 
 // Stop ends the execution: the calls still queued in the running batch are
@@ -19,8 +22,10 @@ type Execution struct {
 // turn ended so answers StopStopped, and stores a silent system message
 // (ErrorCode StopStopped, never sent to a model) after the batch's results
 // that records the end, so that Runtime.Resume does not run the dropped
-// calls or ask the model again. Stop inside a prompt tool's sub-prompt
-// ends only the sub-prompt.
+// calls or ask the model again. When Stop is called while a call runs (the
+// usual case: the tool calls it), the record is stored with that call's
+// result, in one append, so that no crash can keep one without the other.
+// Stop inside a prompt tool's sub-prompt ends only the sub-prompt.
 func (e *Execution) Stop() { e.stopped.Store(true) }
 
 // Stopped reports whether Stop was called.

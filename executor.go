@@ -213,6 +213,10 @@ type scope struct {
 	nullOptionals bool
 	// envSet runs after a tool stored a thread env value; nil: nothing.
 	envSet func(ctx context.Context, name string, v EnvValue) error
+	// recordsStop says the batch's turn records an Execution.Stop: the
+	// result of a call during which exec was stopped is stored with the
+	// stop record (stopRecord), in one append.
+	recordsStop bool
 }
 
 // rowStamp is what a scope gives every message its batches store.
@@ -537,6 +541,20 @@ func (e *Executor) finish(ctx context.Context, b *batch, r *runningCall, res Res
 
 // record stores msg, the shaped result res of the call, and reports the
 // call's outcome.
+// appendResult stores a call's result message, and with it, in the same
+// append, the stop record of a turn whose execution the call stopped.
+func (e *Executor) appendResult(ctx context.Context, b *batch, msg *Message) error {
+	ex := b.sc.exec
+	if !b.sc.recordsStop || !ex.Stopped() || ex.stopStored.Load() {
+		return e.store.AppendMessages(ctx, b.threadID, msg)
+	}
+	if err := e.store.AppendMessages(ctx, b.threadID, msg, stopRecord(b.sc.stamp)); err != nil {
+		return err
+	}
+	ex.stopStored.Store(true)
+	return nil
+}
+
 func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Message, res Result, red redactor) (Outcome, error) {
 	c, out := r.c, r.out
 	if r.p.queued {
@@ -556,7 +574,7 @@ func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Me
 	// A finished call's result is stored even when ctx was cancelled while
 	// it ran: the work happened, and losing its record would let a resumed
 	// run execute it twice.
-	if err := e.store.AppendMessages(uncancelled(ctx), b.threadID, msg); err != nil {
+	if err := e.appendResult(uncancelled(ctx), b, msg); err != nil {
 		if !errors.Is(err, ErrUnstorable) {
 			return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 		}
@@ -564,7 +582,7 @@ func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Me
 		// takes its place, so the call has a stored result and is never run
 		// again; only when that fails too has the store failed.
 		msg = refusedResult(msg, red.String(err.Error()))
-		if err := e.store.AppendMessages(uncancelled(ctx), b.threadID, msg); err != nil {
+		if err := e.appendResult(uncancelled(ctx), b, msg); err != nil {
 			return out, &StoreError{Op: "append tool result " + c.ID, Err: err}
 		}
 		res = resultOf(msg)

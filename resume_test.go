@@ -228,6 +228,41 @@ func stopWorld(t *testing.T, st toolrun.Store, runs map[string]int) *world {
 	return w
 }
 
+// TestAStopIsStoredWithTheResultOfTheCallThatMadeIt: the record of an
+// Execution.Stop is stored in the same append as the result of the call
+// that stopped, so that a process that dies after that append leaves a
+// turn Resume knows is over. The record used to be a write of its own after
+// the batch: a crash before it left the result alone, and Resume ran the
+// dropped and queued calls and asked the model again.
+func TestAStopIsStoredWithTheResultOfTheCallThatMadeIt(t *testing.T) {
+	mem := toolrun.NewMemoryStore()
+	// Appends: the user message, the response, the stopper's result; a
+	// fourth, the separate record, fails for good, as in a process that
+	// died there.
+	fs := &storetest.FailingStore{Store: mem, FailAt: 4, Sticky: true,
+		Match: func(op string) bool { return op == storetest.OpAppendMessages }}
+	runs := map[string]int{}
+	w := stopWorld(t, fs, runs)
+	w.p.Add(scripted.Calls(scripted.Call("stopper", nil), scripted.Call("probe", nil)), scripted.Text("must not be asked"))
+	id := w.thread(t)
+	reply, err := w.rt.Send(context.Background(), id, "go")
+	if assert.NoError(t, err, "the turn needs three appends") {
+		assert.Equal(t, toolrun.StopStopped, reply.StopReason)
+	}
+	assert.Equal(t, 3, fs.Writes())
+
+	// A new process over what was stored.
+	rt := toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{Store: mem})
+	resumed, err := rt.Resume(context.Background(), id)
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.StopStopped, resumed.StopReason)
+	assert.Equal(t, map[string]int{}, runs, "neither the dropped call nor the queued one runs")
+	assert.Len(t, w.p.Requests(), 1, "the model is not asked again")
+	all, err := mem.ListMessages(context.Background(), id, toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
+	require.NoError(t, err)
+	assert.Equal(t, "user assistant+calls tool:stopper system", roles(all.Messages))
+}
+
 // TestResumeAfterExecutionStopEndsTheTurn: a turn a tool ended with
 // Execution.Stop is over, and Resume says so (StopStopped) without running
 // the calls Stop dropped or asking the model again. Resume used to run

@@ -66,6 +66,9 @@ func (ts *turnState) scope() *scope {
 		envSet: func(ctx context.Context, name string, v EnvValue) error {
 			return ts.rt.propagateEnv(ctx, ts.th.ID, name, v, 0)
 		},
+		// A sub-prompt's Stop ends only the sub-prompt, which stores no
+		// record of it.
+		recordsStop: ts.parent == nil,
 	}
 	if n, ok := ts.model.Provider.(NullableOptionals); ok {
 		sc.nullOptionals = n.NullableOptionals(ts.model.ID)
@@ -195,7 +198,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 		}
 		exec.StepCount = steps
 		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
-			if res.stop == StopStopped {
+			if res.stop == StopStopped && !exec.stopStored.Load() {
+				// Stopped after the last result was stored (by a goroutine
+				// of a tool, say): the record goes on its own.
 				return res, true, rt.recordStop(ctx, ts)
 			}
 			return res, true, nil
@@ -320,11 +325,17 @@ const stopText = "Execution stopped by a tool: the calls still queued were not r
 // StopStopped, for Resume and for people reading the thread; no model is
 // sent it (a dropped call reaches the model as a call without a result).
 func (rt *Runtime) recordStop(ctx context.Context, ts *turnState) error {
-	m := &Message{Role: RoleSystem, Content: stopText, ErrorCode: StopStopped, Silent: true, Prompt: ts.prompt.Name, Side: ts.sideKey}
-	if err := rt.store.AppendMessages(context.WithoutCancel(ctx), ts.th.ID, m); err != nil {
+	if err := rt.store.AppendMessages(context.WithoutCancel(ctx), ts.th.ID, stopRecord(ts.scope().stamp)); err != nil {
 		return &StoreError{Op: "append stop record", Err: err}
 	}
 	return nil
+}
+
+// stopRecord returns the message recordStop stores, labelled as the
+// turn's batches label theirs.
+func stopRecord(st rowStamp) *Message {
+	return &Message{Role: RoleSystem, Content: stopText, ErrorCode: StopStopped, Silent: true,
+		Prompt: st.Prompt, Side: st.Side, ParentID: st.ParentID, Depth: st.Depth}
 }
 
 // isStopRecord reports the message recordStop stores.
