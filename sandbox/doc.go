@@ -196,7 +196,11 @@
 // starting — is killed and reaped, and the run that waited for it ends
 // with error "WorkerUnavailable" naming the timeout (one that exits before
 // it is ready: "WorkerCrashed"); the pool goes on starting workers for
-// later runs. Once a worker has taken a run, the run's own limits bound the
+// later runs. Saying it is ready, a worker says the version of the worker
+// protocol it speaks: one of another version (a worker binary of another
+// toolrun release, set as WorkerCommand) is killed and reaped at once, and
+// the run ends with error "WorkerUnavailable" naming both versions, where
+// it used to wait for answers that never came. Once a worker has taken a run, the run's own limits bound the
 // wait for it: Terminate, Timeout or the context end the run, and a worker
 // that has not let go of it TerminateGrace later (it stopped answering, or
 // stopped reading) is killed. A run with no Timeout and a context that

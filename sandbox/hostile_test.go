@@ -593,7 +593,7 @@ func TestEvilWorkerProcess(t *testing.T) {
 	in := bufio.NewReader(os.Stdin)
 	out := bufio.NewWriter(os.Stdout)
 	send := func(f *frame) { _ = writeFrame(out, f) }
-	send(&frame{T: frReady})
+	send(&frame{T: frReady, ID: wireVersion})
 	_ = out.Flush()
 	for {
 		f, err := readHostFrame(in)

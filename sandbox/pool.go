@@ -130,6 +130,9 @@ type workerProc struct {
 	ready   chan struct{} // closed by the reader on the worker's ready frame
 	gone    chan struct{} // closed by exited once the process is reaped
 	waitErr error         // what reaping it said; read after gone is closed
+	// otherWire is the protocol version of a worker that said it was ready
+	// in another one than wireVersion, which was killed for it; 0: none.
+	otherWire atomic.Uint64
 
 	mu    sync.Mutex
 	cur   *workerRun
@@ -259,6 +262,11 @@ func (w *workerProc) awaitReady(name string) error {
 			// first): the run that gets it sees it dead and goes on.
 			return nil
 		default:
+		}
+		if v := w.otherWire.Load(); v != 0 {
+			return &Error{Name: "WorkerUnavailable", Message: fmt.Sprintf(
+				"sandbox worker %q speaks version %d of the worker protocol, and this host version %d: it is a worker binary of another toolrun release (build the worker from the same module version as the host); it was killed",
+				name, v-1, wireVersion)}
 		}
 		msg := fmt.Sprintf("sandbox worker %q exited before it was ready", name)
 		if w.waitErr != nil {
@@ -394,6 +402,13 @@ func (w *workerProc) readLoop(fr *frameReader) {
 			break
 		}
 		if f.T == frReady {
+			if f.ID != wireVersion {
+				// A worker binary of another toolrun: what it would make
+				// of the frames that follow is anyone's guess.
+				w.otherWire.Store(f.ID + 1)
+				w.kill()
+				break
+			}
 			if !w.markReady() {
 				w.violation("a second ready frame")
 				break

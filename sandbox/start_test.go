@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,9 @@ func standInCommand(t *testing.T, behaviour, dir string) []string {
 //   - "ready-then-exit": says it is ready and exits.
 //   - "deaf": says it is ready, compiles the first source it is sent, and
 //     then stops reading its stdin.
+//   - "unversioned", "next-version": says it is ready in version 0 of the
+//     worker protocol (a worker from before versions) or in the version
+//     after this one, then waits for frames it never answers.
 func TestStandInWorkerProcess(t *testing.T) {
 	behaviour := os.Getenv(standInEnv)
 	if behaviour == "" {
@@ -67,11 +71,19 @@ func TestStandInWorkerProcess(t *testing.T) {
 		env := append(os.Environ(), WorkerEnv+"=1")
 		err := syscall.Exec(os.Args[0], os.Args[:1], env)
 		t.Fatalf("exec as a worker: %v", err)
+	case "unversioned", "next-version":
+		v := uint64(0)
+		if behaviour == "next-version" {
+			v = wireVersion + 1
+		}
+		send(&frame{T: frReady, ID: v})
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
 	case "ready-then-exit":
-		send(&frame{T: frReady})
+		send(&frame{T: frReady, ID: wireVersion})
 		os.Exit(0)
 	case "deaf":
-		send(&frame{T: frReady})
+		send(&frame{T: frReady, ID: wireVersion})
 		f, err := readHostFrame(bufio.NewReader(os.Stdin))
 		if err != nil || f.T != frCompile {
 			os.Exit(2)
@@ -231,6 +243,37 @@ exec "$0"`, os.Args[0], dir}
 			assert.Equal(t, "served", res.Value)
 
 			requireReaped(t, append(pids, more...))
+			requireNoGoroutineLeak(t, before)
+		})
+	}
+}
+
+// TestAWorkerOfAnotherProtocolVersionIsRefused: a worker whose ready frame
+// says another version of the worker protocol (a binary of another toolrun
+// release, or one from before versions) is killed and reaped at once, and
+// the run that waited for it ends with WorkerUnavailable naming both
+// versions, instead of exchanging frames with it that neither side reads
+// as the other meant.
+func TestAWorkerOfAnotherProtocolVersionIsRefused(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("checks processes through /proc")
+	}
+	for _, tc := range []struct {
+		behaviour string
+		version   uint64
+	}{{"unversioned", 0}, {"next-version", wireVersion + 1}} {
+		t.Run(tc.behaviour, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1, WorkerCommand: standInCommand(t, tc.behaviour, t.TempDir())})
+			run := r.Start(testCtx, "export default () => 'never';", nil)
+			pids, settled := watchWorkers(r, run, true)
+			require.True(t, settled, "the run did not end, or its worker did not stop")
+			res := waitBounded(t, run)
+			requireStatus(t, res, StatusError)
+			assert.Equal(t, "WorkerUnavailable", res.Error.Name)
+			assert.Contains(t, res.Error.Message, fmt.Sprintf("speaks version %d of the worker protocol, and this host version %d", tc.version, wireVersion))
+			assert.NotEmpty(t, pids)
+			requireReaped(t, pids)
 			requireNoGoroutineLeak(t, before)
 		})
 	}

@@ -68,6 +68,13 @@ type frame struct {
 	Bund *bundleSpec  // compiled: the bundle, unless Err is set
 }
 
+// wireVersion is the version of the frames host and worker exchange. A
+// worker says it in its ready frame's ID, and the host refuses a worker
+// that says another (a worker binary built from another toolrun release,
+// or one from before versions, which says 0). Any change to the frames'
+// encoding or meaning raises it.
+const wireVersion = 1
+
 // Frame types.
 const (
 	frRun byte = iota + 1

@@ -103,7 +103,7 @@ func serveWorker(in *os.File, out io.Writer, ctrl io.Reader, spin time.Duration)
 		go s.serveCtrl(bufio.NewReader(ctrl))
 	}
 	// The host hands this worker out only once it has said it is ready.
-	s.send(&frame{T: frReady})
+	s.send(&frame{T: frReady, ID: wireVersion})
 	for {
 		f, err := s.in.next()
 		if err != nil {
