@@ -203,7 +203,10 @@
 // it used to wait for answers that never came. Once a worker has taken a run, the run's own limits bound the
 // wait for it: Terminate, Timeout or the context end the run, and a worker
 // that has not let go of it TerminateGrace later (it stopped answering, or
-// stopped reading) is killed. A run with no Timeout and a context that
+// stopped reading) is killed. A killed worker's pipes are closed by the
+// host at once, so that a WorkerCommand that wraps the worker (a jail, a
+// shell) and leaves a child holding them does not keep the worker, its
+// run's slot or the host's goroutines waiting for that child. A run with no Timeout and a context that
 // never ends waits for as long as its worker lives: the host cannot tell a
 // worker that stopped answering from code that computes, or awaits a host
 // function, for a long time.

@@ -281,7 +281,6 @@ func (w *workerProc) awaitReady(name string) error {
 	pid := w.cmd.Process.Pid
 	w.pool.opts.Logger.Warn("sandbox: worker did not say it was ready in time; killing it", "pid", pid, "timeout", d)
 	w.kill()
-	_ = w.stdout.Close()
 	return &Error{Name: "WorkerUnavailable", Message: fmt.Sprintf(
 		"sandbox worker %q (pid %d) started but did not say it was ready within %s (RunnerOptions.WorkerStartTimeout); it was killed", name, pid, d)}
 }
@@ -319,12 +318,24 @@ func (w *workerProc) stop() {
 	go func() {
 		time.Sleep(2 * time.Second)
 		if !w.dead.Load() {
-			_ = w.cmd.Process.Kill()
+			// Lingering, or gone with a wrapper's child keeping its
+			// stdout open: either way the pipes close here.
+			w.kill()
 		}
 	}()
 }
 
-func (w *workerProc) kill() { _ = w.cmd.Process.Kill() }
+// kill kills the worker's process and closes the pipes of its frames,
+// both ways, so that the goroutine reading them ends and reaps it at once,
+// and a write blocked on a full pipe returns: a wrapper's child (a jail, a
+// shell) that keeps the pipes open would otherwise hold the worker, its
+// run's slot and those goroutines until the child ends too. Reaping waits
+// for its stderr no longer than cmd.WaitDelay.
+func (w *workerProc) kill() {
+	_ = w.cmd.Process.Kill()
+	_ = w.stdout.Close()
+	_ = w.stdin.Close()
+}
 
 // running reports whether a run is executing on the worker: its frames
 // (bridged calls, reports, the result) are what the host expects next.

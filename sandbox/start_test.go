@@ -289,27 +289,56 @@ func TestARunDoesNotWaitForAWorkerThatStoppedReading(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("checks processes through /proc")
 	}
-	before := runtime.NumGoroutine()
-	r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1, WorkerCommand: standInCommand(t, "deaf", t.TempDir()),
-		TerminateGrace: 100 * time.Millisecond})
-	defer r.Close()
-	run := r.Start(testCtx, "export default (s: string) => s.length;", &Options{
-		Execute: &Execute{Args: []any{strings.Repeat("x", 1<<20)}}, Timeout: 300 * time.Millisecond})
-	pids, settled := watchWorkers(r, run, true)
-	res := waitBounded(t, run)
-	requireStatus(t, res, StatusTerminated)
-	assert.Contains(t, res.Error.Message, "timed out")
-	require.True(t, settled, "the worker holding the run frame was not stopped")
-	assert.NotEmpty(t, pids)
-	assert.Eventually(t, func() bool {
-		select {
-		case r.pool.slots <- struct{}{}:
-			<-r.pool.slots
-			return true
-		default:
-			return false
-		}
-	}, 30*time.Second, 10*time.Millisecond, "the run's slot was not freed")
-	requireReaped(t, pids)
-	requireNoGoroutineLeak(t, before)
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration // long enough for the run frame to be on its way
+		command func(t *testing.T, dir string) []string
+	}{
+		{"plain", 300 * time.Millisecond, func(t *testing.T, dir string) []string { return standInCommand(t, "deaf", dir) }},
+		// A wrapper (a jail, a shell) whose child keeps the worker's pipes
+		// open after the worker is killed: the host's write of the run
+		// frame, and its reading of the worker's frames, used to wait for
+		// that child's end, and so did the run's slot and the worker.
+		{"wrapper whose child keeps the pipes", 2 * time.Second, func(t *testing.T, dir string) []string {
+			sh, err := exec.LookPath("sh")
+			if err != nil {
+				t.Skip("needs sh(1):", err)
+			}
+			t.Cleanup(func() {
+				if b, err := os.ReadFile(filepath.Join(dir, "sleep")); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			})
+			return append([]string{sh, "-c", `d=$1; shift; sleep 120 & echo $! >"$d/sleep"; exec "$@"`, "sh", dir},
+				standInCommand(t, "deaf", dir)...)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := runtime.NumGoroutine()
+			r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1, WorkerCommand: tc.command(t, t.TempDir()),
+				TerminateGrace: 100 * time.Millisecond})
+			defer r.Close()
+			run := r.Start(testCtx, "export default (s: string) => s.length;", &Options{
+				Execute: &Execute{Args: []any{strings.Repeat("x", 1<<20)}}, Timeout: tc.timeout})
+			pids, settled := watchWorkers(r, run, true)
+			res := waitBounded(t, run)
+			requireStatus(t, res, StatusTerminated)
+			assert.Contains(t, res.Error.Message, "timed out")
+			require.True(t, settled, "the worker holding the run frame was not stopped")
+			assert.NotEmpty(t, pids)
+			assert.Eventually(t, func() bool {
+				select {
+				case r.pool.slots <- struct{}{}:
+					<-r.pool.slots
+					return true
+				default:
+					return false
+				}
+			}, 30*time.Second, 10*time.Millisecond, "the run's slot was not freed")
+			requireReaped(t, pids)
+			requireNoGoroutineLeak(t, before)
+		})
+	}
 }
