@@ -162,11 +162,13 @@ func validText(m *Message) {
 	fixText(&m.ErrorCode)
 	fixText(&m.Stack)
 	fixText(&m.Arguments)
-	if m.ToolCalls != nil {
-		m.ToolCalls = validCalls(m.ToolCalls)
+	// Fields are written only when they change: a message already valid is
+	// only read.
+	if calls, fixed := validCalls(m.ToolCalls); fixed {
+		m.ToolCalls = calls
 	}
-	if m.QueuedCalls != nil {
-		m.QueuedCalls = validCalls(m.QueuedCalls)
+	if calls, fixed := validCalls(m.QueuedCalls); fixed {
+		m.QueuedCalls = calls
 	}
 	copied := false
 	for i := range m.Attachments {
@@ -185,8 +187,8 @@ func validText(m *Message) {
 }
 
 // validCalls returns calls with valid UTF-8 in every field: calls itself
-// when it has, a fixed copy otherwise.
-func validCalls(calls []ToolCall) []ToolCall {
+// when it has, a fixed copy otherwise, and whether it made one.
+func validCalls(calls []ToolCall) ([]ToolCall, bool) {
 	copied := false
 	for i := range calls {
 		c := &calls[i]
@@ -201,7 +203,7 @@ func validCalls(calls []ToolCall) []ToolCall {
 			fixText(s)
 		}
 	}
-	return calls
+	return calls, copied
 }
 
 // fixText makes *s valid UTF-8, each invalid byte a U+FFFD.
