@@ -9,7 +9,7 @@ import (
 
 // FuzzRedact builds a Redactor for two random secrets and redacts a random
 // text into which a form of each, encoded forms among them, has been put,
-// an encoded form broken into lines when k says so.
+// an encoded form broken into lines, indented or not, when k says so.
 // The result must equal the reference's; no form of a secret may be left
 // outside a placeholder; and a text with no secret in it comes back as it
 // is.
@@ -23,6 +23,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add("passw0rd!", "another-key", "Authorization: Basic dXNlcjpwYXNzdzByZCE=", uint8(0))
 	f.Add("passw0rd!", "another-key", "-----BEGIN-----\r\ndXNlcjpw\r\nYXNzdzBy\r\nZCE=\r\n-----END-----", uint8(0))
 	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", `{"pem":"c2stcHJv\nai1YcTd2\nQjJtSzk="}`, uint8(12))
+	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", "key: |\n    c2stcHJv\n    ai1YcTd2\n    QjJtSzk=\n", uint8(36))
+	f.Add("passw0rd!", "another-key", `{"k":"dXNlcjpw\n\tYXNzdzBy\n\tZCE="}`, uint8(158))
 	f.Add("\x00\x01\x02\x03\x04\x05\x06", "de:ad:be:ef", "00:01:02:03:04:05:06 ...", uint8(4))
 	f.Fuzz(func(t *testing.T, a, b, text string, k uint8) {
 		// Long inputs only slow the reference down.
@@ -50,11 +52,13 @@ func FuzzRedact(f *testing.F) {
 			fs := allForms(s.Value)
 			form := fs[(int(k)+i*5)%len(fs)]
 			if k&4 != 0 && slices.Contains(breakableForms(s.Value), form) {
-				// Broken into lines k%7+1 characters wide.
+				// Broken into lines k%7+1 characters wide, indented
+				// when k>>5 says so.
 				var b strings.Builder
 				for j := range len(form) {
 					if j > 0 && j%(int(k)%7+1) == 0 {
 						b.WriteString(lineBreaks[int(k>>3)%len(lineBreaks)])
+						b.WriteString([]string{"", "    ", "\t", " \t", `\t`}[int(k>>5)%5])
 					}
 					b.WriteByte(form[j])
 				}

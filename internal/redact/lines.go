@@ -10,33 +10,42 @@ import (
 // Encoders that break their output into lines (base64 at 76 columns, PEM
 // and MIME at 64 or 76, xxd -p at 60, or any width a tool chooses) put a
 // line break wherever a line is full, so inside a secret's encoded form
-// too. A line break, here, is "\n" or "\r\n", or either written as a JSON
-// string writes it (`\n`, `\r\n`), between two encoding characters
-// (encChars). The breakable forms (base64, base32 and hex, see
-// pattern.encID) are also looked for in the text with such breaks taken
-// out: an occurrence with a break inside it is a broken one. No other form
-// is looked for there, so a raw or escaped value is never found across a
-// line break.
+// too. A line break, here, is a newline, "\n" or "\r\n", or either written
+// as a JSON string writes it (`\n`, `\r\n`), with the indentation of the
+// next line after it, between two encoding characters (encChars). The
+// indentation is the spaces and tabs after the newline, and after an
+// escaped one the `\t` escapes too, up to maxIndent bytes (see indentLen):
+// encoded lines indented in a YAML block scalar or a config file are
+// broken lines as much as those that are not. Spaces before a newline, a
+// blank line between two encoded lines, and a longer indentation end a
+// run of encoded lines instead. The breakable forms (base64, base32 and
+// hex, see pattern.encID) are also looked for in the text with such breaks
+// taken out: an occurrence with a break inside it is a broken one. No
+// other form is looked for there, so a raw or escaped value is never found
+// across a line break.
 //
 // A broken occurrence is redacted with the breaks inside it: its range
 // runs from its first encoded character to its last. The placeholders of
 // the range are followed by those breaks, as they were written, so the
-// text keeps its lines, each line after the secret in its place (see
-// Redactor.ranges).
+// text keeps its lines, each line after the secret in its place and with
+// its indentation (see Redactor.ranges).
 //
 // Finding them costs next to nothing on text without line breaks near the
 // prefilter pairs of breakable forms. Every broken occurrence has its
 // form's pair whole, where the scan stops or which it runs the automaton
 // over, or has a line break between the two bytes of that pair, and then
-// the pair's first byte followed by the first byte of the break is a
-// prefilter pair too (see newMachine). So at each place the scan runs the
-// automaton over, it looks for a pair of a breakable form (machine.encPairs)
-// with a line break between encoding characters next to it or inside it
-// (see mayBreak); only there is the text looked at again: from each line
-// break near it, the encoding characters and the breaks between them are
-// copied without the breaks into a window on the stack, as far as the
-// longest breakable form reaches past the last break, and the window is
-// scanned for the breakable forms alone.
+// the pair's first byte followed by the first byte of the break (its
+// newline's, which the indentation comes after) is a prefilter pair too
+// (see newMachine). So at each place the scan runs the automaton over, it
+// looks for a pair of a breakable form (machine.encPairs) with a line break
+// between encoding characters next to it or inside it (see mayBreak); only
+// there is the text looked at again: from each line break near it, the
+// encoding characters and the breaks between them are copied without the
+// breaks into a window on the stack, as far as the longest breakable form
+// reaches past the last break, and the window is scanned for the breakable
+// forms alone. Looking for a break next to a pair looks at the few bytes
+// where the encoding characters around the pair end, and at an indentation
+// only when one is there.
 
 // encChars are the characters of the encodings whose forms may be broken
 // into lines: the base64 alphabets (standard and URL-safe), and with them
@@ -49,24 +58,48 @@ var encChars = func() (t [256]bool) {
 }()
 
 // breakLen returns the length of the line break that starts at s[i], or
-// 0: "\n", "\r\n", `\n` or `\r\n`.
+// 0: "\n", "\r\n", `\n` or `\r\n`, and the indentation after it.
 func breakLen(s string, i int) int {
 	switch s[i] {
 	case '\n':
-		return 1
+		return 1 + indentLen(s, i+1, false)
 	case '\r':
 		if i+1 < len(s) && s[i+1] == '\n' {
-			return 2
+			return 2 + indentLen(s, i+2, false)
 		}
 	case '\\':
 		if i+1 < len(s) && s[i+1] == 'n' {
-			return 2
+			return 2 + indentLen(s, i+2, true)
 		}
 		if strings.HasPrefix(s[i+1:], `r\n`) {
-			return 4
+			return 4 + indentLen(s, i+4, true)
 		}
 	}
 	return 0
+}
+
+// maxIndent is the most bytes of indentation a line break takes after its
+// newline. A longer indentation is not part of a break, so an encoded form
+// is not found across it; the bound keeps short the stretches the search
+// looks back over.
+const maxIndent = 64
+
+// indentLen returns the length of the indentation at s[i:], after a
+// newline: the spaces and tabs there, and after an escaped newline the `\t`
+// escapes too, which is how a JSON string writes a tab, as many as fit in
+// maxIndent bytes.
+func indentLen(s string, i int, escaped bool) int {
+	k := i
+	for k < len(s) {
+		if c := s[k]; isIndent(c) && k-i < maxIndent {
+			k++
+		} else if escaped && c == '\\' && k+1 < len(s) && s[k+1] == 't' && k+2-i <= maxIndent {
+			k += 2
+		} else {
+			break
+		}
+	}
+	return k - i
 }
 
 // innerBreak returns the length of the line break that starts at s[i]
@@ -81,6 +114,52 @@ func innerBreak(s string, i int) int {
 	}
 	return n
 }
+
+// breakEndingAt returns the length of the line break between encoding
+// characters that ends at e, or 0. It goes back over the indentation before
+// e to where a newline may end, and checks each break that may end there
+// with innerBreak, the longer first, as the scan takes them.
+func breakEndingAt(s string, e int) int {
+	if e >= len(s) || !encChars[s[e]] {
+		return 0
+	}
+	k := e - indentBefore(s, e)
+	var long, short int // where "\r\n" and "\n", or `\r\n` and `\n`, would start
+	switch {
+	case k >= 1 && s[k-1] == '\n':
+		long, short = k-2, k-1
+	case k >= 2 && s[k-1] == 'n' && s[k-2] == '\\':
+		long, short = k-4, k-2
+	default:
+		return 0
+	}
+	for _, b := range [2]int{long, short} {
+		if b >= 0 && innerBreak(s, b) == e-b {
+			return e - b
+		}
+	}
+	return 0
+}
+
+// indentBefore returns the length of the spaces, tabs and `\t` escapes
+// that end at e, as many as fit in maxIndent bytes: the indentation after a
+// newline, if one ends where they start.
+func indentBefore(s string, e int) int {
+	k := e
+	for k > 0 {
+		if c := s[k-1]; isIndent(c) && e-k < maxIndent {
+			k--
+		} else if c == 't' && k >= 2 && s[k-2] == '\\' && e-k+2 <= maxIndent {
+			k -= 2
+		} else {
+			break
+		}
+	}
+	return e - k
+}
+
+// isIndent reports whether c is a space or a tab.
+func isIndent(c byte) bool { return c == ' ' || c == '\t' }
 
 // writeBreaks calls write with each line break in s, which holds encoding
 // characters and line breaks only, starting with a character or a break.
@@ -143,9 +222,10 @@ type lineScan struct {
 	found []match // the broken occurrences, in increasing order of end
 }
 
-// breakMargin is the length of the longest line break, `\r\n`: how many
-// bytes further than m.reach encoding characters a break inside an
-// occurrence can start or end from a pair in it.
+// breakMargin is the length of the longest line break without its
+// indentation, `\r\n`: how many bytes further than m.reach encoding
+// characters a break inside an occurrence can start from a pair in it, or
+// its newline end.
 const breakMargin = 4
 
 // mayBreak reports whether a broken occurrence may be near s[a:b], which
@@ -189,17 +269,15 @@ func (m *machine) breakBefore(s string, a int) bool {
 	y, lo := a, max(0, a-m.reach-1)
 	for y > lo && encChars[s[y-1]] {
 		y--
-		if a-y == longWalk && !hasBreakByte(s[max(0, lo-breakMargin):y]) {
+		// A break that ends at lo or after has a newline byte at most
+		// breakMargin bytes before lo, or its indentation right before lo.
+		if a-y == longWalk && !hasBreakByte(s[max(0, lo-breakMargin):y]) && (lo == 0 || !isIndent(s[lo-1])) {
 			return false
 		}
 	}
-	// The break ends at y, or at y+1 when the walk took the n of a `\n`.
-	for x := max(0, y-breakMargin); x < y; x++ {
-		if innerBreak(s, x) > 0 {
-			return true
-		}
-	}
-	return false
+	// The break ends at y, or at y+1 when the walk took the n of a `\n` or
+	// the t of a `\t`.
+	return breakEndingAt(s, y) > 0 || breakEndingAt(s, y+1) > 0
 }
 
 // breakAfter reports whether a line break between encoding characters
@@ -229,13 +307,29 @@ func hasBreakByte(s string) bool {
 // bytes past b.
 func (m *machine) scanBreaks(s string, a, b int, ls *lineScan) {
 	// Every such occurrence starts at or after the place found by going
-	// back from a over encoding characters and line breaks as far as a
-	// form can reach, with a break of the longest kind between each two
-	// characters; the text before ls.done has been looked at already.
+	// back from a over as many encoding characters as a form can reach, and
+	// the line breaks between them, and the piece of a break a may lie in;
+	// the text before ls.done has been looked at already.
 	lo := max(a, ls.done)
-	for k := (m.reach + 1) * (1 + breakMargin); k > 0 && lo > ls.done && (encChars[s[lo-1]] || s[lo-1] == '\n' || s[lo-1] == '\r' || s[lo-1] == '\\'); k-- {
-		lo--
+	for k := m.reach + 1 + breakMargin + maxIndent; k > 0 && lo > ls.done; {
+		if n := breakEndingAt(s, lo); n > 0 {
+			lo -= n
+			continue
+		}
+		if c := s[lo-1]; encChars[c] || c == '\n' || c == '\r' || c == '\\' {
+			lo--
+			k--
+			continue
+		}
+		// Spaces and tabs only as the indentation after a newline.
+		i := lo - indentBefore(s, lo)
+		if i == lo || i == 0 || s[i-1] != '\n' && (s[i-1] != 'n' || i < 2 || s[i-2] != '\\') {
+			break
+		}
+		k -= lo - i
+		lo = i
 	}
+	lo = max(lo, ls.done)
 	hi := min(len(s), b+m.reach+breakMargin)
 	for lo < hi {
 		br := nextInnerBreak(s, lo, hi)

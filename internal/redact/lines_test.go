@@ -209,9 +209,9 @@ func TestBrokenFormsInLongEncodedTexts(t *testing.T) {
 
 // TestLineBreaksNeverJoinOtherForms: a raw or escaped value is never found
 // across a line break, and an encoded form only across one break between
-// two encoding characters, not across a blank line, a space before or
-// after the break, or a bare CR; and text with line breaks but no secret
-// comes back as it is, without allocating.
+// two encoding characters, indented or not, not across a blank line, a
+// space before the break, or a bare CR; and text with line breaks but no
+// secret comes back as it is, without allocating.
 func TestLineBreaksNeverJoinOtherForms(t *testing.T) {
 	secret := "plainAlnum1234"
 	r := mustNew(t, Secret{"S", secret}, Secret{"T", `tok"en-quote`})
@@ -235,7 +235,7 @@ func TestLineBreaksNeverJoinOtherForms(t *testing.T) {
 	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
 	lo, hi := span(lineEncodings[0], 5, len(secret))
 	for _, nl := range append(newlines, "\n\n", " \n", "\n ", "\r\n\r\n", `\n\n`, "\n\t", "\r") {
-		joins := slices.Contains(newlines, nl)
+		joins := slices.Contains(newlines, nl) || nl == "\n " || nl == "\n\t"
 		for k := 1; k < len(e); k++ {
 			text, want := broken(e, lo, hi, same(nl), func(j int) bool { return j == k })
 			if !joins && k > lo && k < hi {
@@ -284,14 +284,21 @@ func difference(got, want string) string {
 	return fmt.Sprintf("at %d:\n got …%q…\nwant …%q…", i, got[lo:min(len(got), i+80)], want[lo:min(len(want), i+80)])
 }
 
-// breakUp writes f with a line break, of a kind chosen at random, after
-// every few characters, at random.
+// indents are indentations breakUp may put after a line break; `\t` is
+// one only after an escaped one.
+var indents = []string{" ", "    ", "\t", " \t", `\t`, `\t\t `}
+
+// breakUp writes f with a line break, of a kind chosen at random and
+// indented or not, after every few characters, at random.
 func breakUp(rng *rand.Rand, f string) string {
 	var b strings.Builder
 	w := 1 + rng.IntN(12)
 	for k := range len(f) {
 		if k > 0 && (k%w == 0 || rng.IntN(16) == 0) {
 			b.WriteString(newlines[rng.IntN(len(newlines))])
+			if rng.IntN(3) == 0 {
+				b.WriteString(indents[rng.IntN(len(indents))])
+			}
 		}
 		b.WriteByte(f[k])
 	}
@@ -300,12 +307,12 @@ func breakUp(rng *rand.Rand, f string) string {
 
 // TestBrokenFormsAgainstTheReference compares the Redactor with
 // naiveRedact on random secrets that share bytes, in texts made of their
-// encoded forms broken into lines at random, pieces of them, raw forms and
+// encoded forms broken into lines at random, indented or not, pieces of them, raw forms and
 // random bytes, encoding characters and line breaks among them.
 func TestBrokenFormsAgainstTheReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	const alphabet = "ab1\"\\< \n+/"
-	const noise = "QUJDab12+/\n\r\\n-_ =."
+	const noise = "QUJDab12+/\n\r\\n-_ =.\tt"
 	for iter := range 3000 {
 		var secrets []Secret
 		for i := rng.IntN(3) + 1; i > 0; i-- {
@@ -369,5 +376,180 @@ func TestBrokenFormsAtTheEndOfARun(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// indentedBreaks are line breaks followed by the next line's indentation,
+// as a YAML block scalar, an indented PEM block or a JSON string holding
+// them writes them: spaces, tabs and both, after LF or CRLF, raw or
+// escaped, with tabs escaped or not in a JSON string, up to the longest
+// indentation that counts.
+var indentedBreaks = []string{
+	"\n    ", "\n\t", "\n\t  \t", "\r\n  ", "\r\n\t\t",
+	`\n    `, `\n\t`, `\n  \t\t `, `\r\n` + "  ", `\n` + "\t ",
+	"\n" + strings.Repeat(" ", maxIndent), `\n` + strings.Repeat(`\t`, maxIndent/2),
+}
+
+// TestIndentedEncodedFormsAreRedacted: a secret in base64, base32 or hex
+// broken into lines that are indented, at widths from 1 to 76, at several
+// offsets inside a longer encoded text, loses exactly the characters made
+// of its bits alone; the breaks between them follow the placeholder with
+// their indentation, and every other line stays as it was.
+func TestIndentedEncodedFormsAreRedacted(t *testing.T) {
+	for _, secret := range []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"} {
+		r := mustNew(t, Secret{"S", secret})
+		for _, enc := range lineEncodings {
+			for _, prefix := range []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"} {
+				for _, suffix := range []string{"", "?!#$"} {
+					e := enc.encode([]byte(prefix + secret + suffix))
+					lo, hi := span(enc, len(prefix), len(secret))
+					for _, w := range []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76} {
+						for _, nl := range indentedBreaks {
+							text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k%w == 0 })
+							text, want = "key: |"+nl+text+nl+"end", "key: |"+nl+want+nl+"end"
+							if got := r.String(text); got != want {
+								t.Fatalf("%q in %s, %q before, %q after, width %d, %q:\n got %q\nwant %q",
+									secret, enc.name, prefix, suffix, w, nl, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestIndentedBreaksAnywhereAreFound puts the first indented line break at
+// every place of every line width, and breaks lines at random widths, each
+// line with an indentation of its own or none.
+func TestIndentedBreaksAnywhereAreFound(t *testing.T) {
+	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
+	r := mustNew(t, Secret{"S", secret})
+	raw := []string{"\n", "\r\n", "\n  ", "\n\t", "\r\n    ", "\n \t ", "\n" + strings.Repeat("\t", 20)}
+	escaped := []string{`\n`, `\r\n`, `\n  `, `\n\t`, `\r\n\t\t`, `\n` + "\t", `\n \t`}
+	for _, enc := range lineEncodings {
+		e := enc.encode([]byte("us" + secret + "!"))
+		lo, hi := span(enc, 2, len(secret))
+		for _, w := range []int{1, 2, 7, 19, 33, 64, 76} {
+			for first := 1; first <= w; first++ {
+				for _, nl := range []string{"\n   ", "\r\n\t", `\n  `, `\n\t`} {
+					text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k >= first && (k-first)%w == 0 })
+					if got := r.String(text); got != want {
+						t.Fatalf("%s, width %d, first line %d, %q:\n got %q\nwant %q", enc.name, w, first, nl, got, want)
+					}
+				}
+			}
+		}
+		rng := rand.New(rand.NewPCG(11, 12))
+		for iter := range 500 {
+			breaks := raw
+			if iter%2 == 1 {
+				breaks = escaped
+			}
+			cuts := map[int]string{}
+			for k := 1 + rng.IntN(20); k < len(e); k += 1 + rng.IntN(20) {
+				cuts[k] = breaks[rng.IntN(len(breaks))]
+			}
+			text, want := broken(e, lo, hi, func(k int) string { return cuts[k] }, func(k int) bool { return cuts[k] != "" })
+			if got := r.String(text); got != want {
+				t.Fatalf("%s, breaks %v:\n got %q\nwant %q", enc.name, cuts, got, want)
+			}
+		}
+	}
+}
+
+// TestIndentedLinesExamples: base64 in a YAML block scalar and in a JSON
+// string, URL-safe base64, base32 and hex, each with its lines indented.
+func TestIndentedLinesExamples(t *testing.T) {
+	r := mustNew(t, Secret{"S", "plainAlnum1234"})
+	tests := []struct{ name, text, want string }{
+		{"base64 in YAML", // base64 of "user:plainAlnum1234"
+			"auth: |\n    dXNlcjpwbGFp\n    bkFsbnVtMTIz\n    NA==\nnext: 1\n",
+			"auth: |\n    dXNlcjp[REDACTED:S]\n    \n    A==\nnext: 1\n"},
+		{"base64 in JSON, escaped tabs",
+			`{"auth":"dXNlcjpwbGFp\n\tbkFsbnVtMTIz\n\tNA==\n"}`,
+			`{"auth":"dXNlcjp[REDACTED:S]\n\t\n\tA==\n"}`},
+		{"base64 in JSON, spaces after CRLF",
+			`{"auth":"dXNlcjpwbGFpbkFs\r\n  bnVtMTIzNA=="}`,
+			`{"auth":"dXNlcjp[REDACTED:S]\r\n  A=="}`},
+		{"URL-safe base64, CRLF and mixed indentation", // of "\xfb\xffplainAlnum1234"
+			"-_9wbG\r\n \tFpbkFs\r\n\t bnVtMT\r\n  IzNA==",
+			"-_9[REDACTED:S]\r\n \t\r\n\t \r\n  A=="},
+		{"base32, tabs", "\tOBWGC2LO\n\tIFWG45LN\n\tGEZDGNA=\n", "\t[REDACTED:S]\n\t\n\tA=\n"},
+		{"hex, CRLF and spaces", "  706c61696e\r\n  416c6e756d\r\n  31323334 ok", "  [REDACTED:S]\r\n  \r\n   ok"},
+	}
+	for _, tt := range tests {
+		if got := r.String(tt.text); got != tt.want {
+			t.Errorf("%s: String(%q)\n got %q\nwant %q", tt.name, tt.text, got, tt.want)
+		}
+	}
+}
+
+// TestIndentedBreaksNeverJoinOtherForms: a raw or escaped value is never
+// found across an indented line break; an encoded form is found across an
+// indentation of maxIndent bytes but not a longer one, nor across a blank
+// line, spaces before the newline, or `\t` after a newline that is not
+// escaped; and indented encoded lines with no secret come back as they
+// are, without allocating.
+func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
+	secret := "plainAlnum1234"
+	// T does not start with a t: after `\t` it would be whole.
+	r := mustNew(t, Secret{"S", secret}, Secret{"T", `pass"w-quote`})
+	escaped := jsonStyles[0].escape(`pass"w-quote`)
+	for _, nl := range indentedBreaks {
+		for k := 1; k < len(secret); k++ {
+			for _, text := range []string{secret[:k] + nl + secret[k:], "x:" + nl + secret[:k] + nl + secret[k:] + " y"} {
+				if got := r.String(text); got != text {
+					t.Errorf("String(%q) = %q, want it unchanged", text, got)
+				}
+			}
+		}
+		for k := 1; k < len(escaped); k++ {
+			if text := `{"k":"` + escaped[:k] + nl + escaped[k:] + `"}`; r.String(text) != text {
+				t.Errorf("String(%q) = %q, want it unchanged", text, r.String(text))
+			}
+		}
+	}
+	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
+	lo, hi := span(lineEncodings[0], 5, len(secret))
+	for _, tt := range []struct {
+		nl    string
+		joins bool
+	}{
+		{"\n" + strings.Repeat(" ", maxIndent), true}, {"\n" + strings.Repeat(" ", maxIndent+1), false},
+		{"\n" + strings.Repeat("\t", maxIndent), true}, {"\n" + strings.Repeat("\t", maxIndent) + " ", false},
+		{`\n` + strings.Repeat(`\t`, maxIndent/2), true}, {`\n` + strings.Repeat(`\t`, maxIndent/2) + " ", false},
+		{"\n    ", true}, {"\n    \n    ", false}, {`\n  `, true}, {`\n  \n  `, false},
+		{"\n  ", true}, {"  \n  ", false}, {"\r\n\t", true}, {" \r\n\t", false}, {"\r  ", false},
+		{`\n\t`, true}, {`\t\n\t`, false}, {"\n" + `\t`, false},
+	} {
+		for k := lo + 1; k < hi; k++ {
+			text, want := broken(e, lo, hi, same(tt.nl), func(j int) bool { return j == k })
+			if !tt.joins {
+				want = text
+			}
+			if got := r.String(text); got != want {
+				t.Errorf("String(%q) = %q, want %q", text, got, want)
+			}
+		}
+	}
+
+	// A YAML file of indented base64 and prose that holds no secret.
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "item%d:\n  note: the next lines are indented\n  data: |\n", i)
+		data := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("not the secret ", 8+i%5)))
+		for len(data) > 64 {
+			b.WriteString("    " + data[:64] + "\n")
+			data = data[64:]
+		}
+		b.WriteString("    " + data + "\n")
+	}
+	text := b.String()
+	if got := r.String(text); got != text || unsafe.StringData(got) != unsafe.StringData(text) {
+		t.Fatal("String changed or copied a text with no secret")
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = r.String(text) }); n != 0 {
+		t.Errorf("String allocates %v times on indented lines with no secret", n)
 	}
 }

@@ -19,9 +19,11 @@
 // ':', ' ' or '-' between its bytes (fingerprints, dumps). Its base64,
 // base32 and hex forms are also found broken into lines, as base64, PEM,
 // MIME and xxd -p write them at any width: with "\n" or "\r\n" between any
-// two of their characters, or `\n` or `\r\n` inside a JSON string (see
-// lines.go). No other form is found across a line break. The forms are
-// made once, when the [Redactor] is built.
+// two of their characters, or `\n` or `\r\n` inside a JSON string, each
+// followed or not by the next line's indentation (up to 64 spaces and
+// tabs, or `\t` escapes inside a JSON string), as in a YAML block scalar
+// (see lines.go). No other form is found across a line break. The forms
+// are made once, when the [Redactor] is built.
 //
 // Secrets shorter than [MinLen] bytes are never redacted: replacing a one-
 // to three-byte value everywhere would garble unrelated text. [New] reports
@@ -44,11 +46,12 @@
 //
 // An encoded form found broken into lines is replaced from its first
 // character to its last, line breaks included, and the placeholders are
-// followed by those line breaks as they were written, so that every line
-// after it keeps its place: base64 at 76 columns with the secret's
-// characters from column 60 of one line to column 14 of the next becomes
-// the first 59 characters of the line, the placeholder, the line break, and
-// the rest of the next line from its 15th character on.
+// followed by those line breaks as they were written, indentation
+// included, so that every line after it keeps its place and indentation:
+// base64 at 76 columns with the secret's characters from column 60 of one
+// line to column 14 of the next becomes the first 59 characters of the
+// line, the placeholder, the line break, and the rest of the next line
+// from its 15th character on.
 //
 // When two secrets share a form (the same value under two names, or one
 // secret's escaped form equal to another's value), the secret that comes

@@ -12,7 +12,7 @@ import (
 // naiveRedact is the reference the Redactor is checked against: it finds
 // every occurrence of every form of every secret with strings.Index, and
 // of every base64, base32 and hex form with line breaks between its
-// characters by trying each place, merges the ranges that overlap or
+// characters (see lineBreakAt) by trying each place, merges the ranges that overlap or
 // touch, and writes for each merged range the names of the secrets of the
 // occurrences not inside another one, each once, in order of start, and
 // then the line breaks inside the broken ones among those occurrences.
@@ -121,14 +121,32 @@ func naiveRedact(secrets []Secret, text string) string {
 }
 
 // lineBreaks are the ways of writing a line break the Redactor knows, as
-// written in text and in a JSON string.
+// written in text and in a JSON string, without the indentation that may
+// follow.
 var lineBreaks = []string{"\r\n", "\n", `\r\n`, `\n`}
 
-// lineBreakAt returns the length of the line break at text[x:], or 0.
+// lineBreakAt returns the length of the line break at text[x:], or 0: one
+// of lineBreaks and the indentation after it, spaces and tabs, and `\t`
+// after an escaped one, as many as fit in 64 bytes.
 func lineBreakAt(text string, x int) int {
 	for _, lb := range lineBreaks {
-		if strings.HasPrefix(text[x:], lb) {
-			return len(lb)
+		if !strings.HasPrefix(text[x:], lb) {
+			continue
+		}
+		indents := []string{" ", "\t"}
+		if lb[0] == '\\' {
+			indents = append(indents, `\t`)
+		}
+		n := len(lb)
+	indent:
+		for {
+			for _, in := range indents {
+				if n-len(lb)+len(in) <= 64 && strings.HasPrefix(text[x+n:], in) {
+					n += len(in)
+					continue indent
+				}
+			}
+			return n
 		}
 	}
 	return 0
