@@ -61,6 +61,8 @@ func secretForms() map[string]string {
 		"base64 lines in JSON (\\n)":     lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("j", 40)+trickySecret)), 64, `\n`),
 		"base32 lines (7, CRLF in JSON)": lines(base32.StdEncoding.EncodeToString([]byte("ab"+trickySecret)), 7, `\r\n`),
 		"hex, xxd -p lines (60)":         lines(hex.EncodeToString([]byte(strings.Repeat("x", 10)+trickySecret)), 60, "\n"),
+		"indented base64 lines (YAML)":   "key: |\n    " + lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("y", 30)+trickySecret)), 32, "\n    "),
+		"indented base64 (tab, CRLF)":    "\t" + lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("t", 20)+trickySecret)), 16, "\r\n\t"),
 		"hex, colons":                    sepHex("\x00"+trickySecret+"\xff", ":", false),
 		"hex, spaces, upper":             sepHex(trickySecret, " ", true),
 		"hex, dashes, upper":             sepHex("ab"+trickySecret, "-", true),
