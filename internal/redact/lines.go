@@ -20,9 +20,11 @@ import (
 // blank line between two encoded lines, and a longer indentation end a
 // run of encoded lines instead. The breakable forms (base64, base32 and
 // hex, see pattern.encID) are also looked for in the text with such breaks
-// taken out: an occurrence with a break inside it is a broken one. No
-// other form is looked for there, so a raw or escaped value is never found
-// across a line break.
+// taken out: an occurrence with a break inside it is a broken one. The
+// bytes of a break are none of the encoded text's characters, so a broken
+// occurrence never starts with the n of a `\n`, the r of a `\r\n` or the t
+// of a `\t` inside one. No other form is looked for there, so a raw or
+// escaped value is never found across a line break.
 //
 // A broken occurrence is redacted with the breaks inside it: its range
 // runs from its first encoded character to its last. The placeholders of
@@ -175,7 +177,8 @@ func writeBreaks(s string, write func(string)) {
 }
 
 // nextInnerBreak returns the index of the first line break between
-// encoding characters that starts in s[lo:hi], or -1.
+// encoding characters that starts in s[lo:hi], or -1. The `\n` of a `\r\n`
+// that is one is not another, though an r is before it.
 func nextInnerBreak(s string, lo, hi int) int {
 	nl := indexIn(s, lo, min(len(s), hi+1), '\n')
 	bs := indexIn(s, lo, hi, '\\')
@@ -196,7 +199,7 @@ func nextInnerBreak(s string, lo, hi int) int {
 			}
 			nl = indexIn(s, i+1, min(len(s), hi+1), '\n')
 		} else {
-			if innerBreak(s, i) > 0 {
+			if innerBreak(s, i) > 0 && (i < 2 || s[i-2:i] != `\r` || innerBreak(s, i-2) == 0) {
 				return i
 			}
 			bs = indexIn(s, i+1, hi, '\\')
@@ -346,13 +349,15 @@ func (m *machine) scanBreaks(s string, a, b int, ls *lineScan) {
 // stopped looking.
 //
 // The window starts as many characters before b as the longest breakable
-// form has but one, or at the first encoding character before b, and runs
-// on over encoding characters and line breaks between them, until as many
-// characters after the last break as the longest form has but one: no
+// form has but one, or at the first encoding character before b, or right
+// after the line break before b, whose last bytes may be encoding
+// characters (the n of `\n`, the t of `\t`) but are none of the text's; and
+// runs on over encoding characters and line breaks between them, until as
+// many characters after the last break as the longest form has but one: no
 // occurrence with that break inside it reaches further.
 func (m *machine) scanAround(s string, b int, ls *lineScan) int {
 	start := b
-	for start > 0 && b-start < m.reach && encChars[s[start-1]] {
+	for start > 0 && b-start < m.reach && encChars[s[start-1]] && breakEndingAt(s, start) == 0 {
 		start--
 	}
 	// Most breaks between encoding characters are in ordinary text, between

@@ -485,6 +485,54 @@ func TestIndentedLinesExamples(t *testing.T) {
 	}
 }
 
+// TestBrokenFormsDoNotStartInsideABreak: the n of a `\n`, the r of a
+// `\r\n` and the t of a `\t` after one are bytes of a line break between
+// encoding characters, not characters of the encoded text: a broken form
+// that would start with one is not found there, and is found when it
+// starts right after the break.
+func TestBrokenFormsDoNotStartInsideABreak(t *testing.T) {
+	tests := []struct {
+		secret string
+		enc    lineEncoding
+		inside string // ends inside a break that the form's first character is the next byte of
+		after  string // ends with that break whole
+		split  bool   // the break goes on after the form's first character
+	}{
+		{"hello-world-1234", lineEncodings[3], `data0\`, `data0\n`, false},     // base32: n…
+		{"\xacsecret-value", lineEncodings[0], `data0\`, `data0\r\n`, true},    // base64: r…
+		{"\xb4secret-value", lineEncodings[0], `data0\n\`, `data0\n\t`, false}, // base64: t…
+	}
+	for _, tt := range tests {
+		r := mustNew(t, Secret{"S", tt.secret})
+		e := tt.enc.encode([]byte(tt.secret))
+		lo, hi := span(tt.enc, 0, len(tt.secret))
+		for w := 2; w < hi; w++ { // a break inside the form, which is not whole
+			text, _ := broken(e, lo, hi, same(`\n`), func(k int) bool { return tt.split && k == 1 || k%w == 0 })
+			text = tt.inside + text
+			if got := r.String(text); got != text {
+				t.Errorf("String(%q) = %q, want it unchanged", text, got)
+			}
+			if got := naiveRedact([]Secret{{"S", tt.secret}}, text); got != text {
+				t.Errorf("the reference makes %q of %q, want it unchanged", got, text)
+			}
+			text, want := broken(e, lo, hi, same(`\n`), func(k int) bool { return k%w == 0 })
+			text, want = tt.after+text, tt.after+want
+			if got := r.String(text); got != want {
+				t.Errorf("String(%q) = %q, want %q", text, got, want)
+			}
+		}
+	}
+	// Looked for from its r on, a `\r\n` between encoding characters holds
+	// no break of its own.
+	s := `ab\r\ncd`
+	if got := nextInnerBreak(s, 3, len(s)); got != -1 {
+		t.Errorf("nextInnerBreak(%q, 3) = %d, want -1", s, got)
+	}
+	if got := nextInnerBreak(s, 0, len(s)); got != 2 {
+		t.Errorf("nextInnerBreak(%q, 0) = %d, want 2", s, got)
+	}
+}
+
 // TestIndentedBreaksNeverJoinOtherForms: a raw or escaped value is never
 // found across an indented line break; an encoded form is found across an
 // indentation of maxIndent bytes but not a longer one, nor across a blank

@@ -160,12 +160,20 @@ func isEncodingChar(c byte) bool {
 
 // brokenAt returns the end of the occurrence of form that starts at
 // text[i] with one or more line breaks between its characters, each
-// between two encoding characters, or -1.
+// between two encoding characters, or -1. An occurrence does not start
+// inside such a break: the n of a `\n`, the r of a `\r\n` or the t of a
+// `\t` in one is not a character of the encoded text.
 func brokenAt(text string, i int, form string) int {
+	inner := func(j int) int { // the length of the break between two encoding characters at j, or 0
+		if n := lineBreakAt(text, j); n > 0 && j > 0 && isEncodingChar(text[j-1]) && j+n < len(text) && isEncodingChar(text[j+n]) {
+			return n
+		}
+		return 0
+	}
 	j, breaks := i, 0
 	for k := range len(form) {
 		if k > 0 && j < len(text) {
-			if n := lineBreakAt(text, j); n > 0 && isEncodingChar(text[j-1]) && j+n < len(text) && isEncodingChar(text[j+n]) {
+			if n := inner(j); n > 0 {
 				j += n
 				breaks++
 			}
@@ -177,6 +185,11 @@ func brokenAt(text string, i int, form string) int {
 	}
 	if breaks == 0 {
 		return -1
+	}
+	for x := max(0, i-len(`\r\n`)-64); x < i; x++ {
+		if x+inner(x) > i {
+			return -1
+		}
 	}
 	return j
 }
