@@ -27,6 +27,9 @@ func FuzzRedact(f *testing.F) {
 	f.Add("passw0rd!", "another-key", `{"k":"dXNlcjpw\n\tYXNzdzBy\n\tZCE="}`, uint8(158))
 	// A base32 form of B starts with the n of a `\n` between 0 and z.
 	f.Add("0000000", "7 0+000", "0", uint8(158))
+	// B's broken hex inside A's escaped form, whose n the last `\n` written
+	// after B's placeholder then is.
+	f.Add("n\xa8\xfc0000000000", "000000Z", "0000000000000", uint8(31))
 	f.Add("\x00\x01\x02\x03\x04\x05\x06", "de:ad:be:ef", "00:01:02:03:04:05:06 ...", uint8(4))
 	f.Fuzz(func(t *testing.T, a, b, text string, k uint8) {
 		// Long inputs only slow the reference down.
@@ -99,8 +102,12 @@ func FuzzRedact(f *testing.F) {
 	})
 }
 
-// leak returns where form occurs in out without overlapping a placeholder,
-// or -1.
+// leak returns where form occurs in out without overlapping a placeholder
+// or the line breaks right after one, or -1. Those breaks are the ones a
+// broken occurrence had inside it, written back after its placeholder (see
+// Redactor.ranges): they are part of the replacement, and a form they make
+// with the text after them (the n of a `\n` and what follows it) was not
+// in the text.
 func leak(out, form string) int {
 	var masked []bool
 	for i := 0; i+len(form) <= len(out); i++ {
@@ -123,6 +130,16 @@ func leak(out, form string) int {
 				}
 				for x := p; x <= p+e; x++ {
 					masked[x] = true
+				}
+				for x := p + e + 1; x < len(out); {
+					n := lineBreakAt(out, x)
+					if n == 0 {
+						break
+					}
+					for ; n > 0; n-- {
+						masked[x] = true
+						x++
+					}
 				}
 				j = p + 1
 			}
