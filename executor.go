@@ -539,8 +539,6 @@ func (e *Executor) finish(ctx context.Context, b *batch, r *runningCall, res Res
 	return e.record(ctx, b, r, msg, res, red)
 }
 
-// record stores msg, the shaped result res of the call, and reports the
-// call's outcome.
 // appendResult stores a call's result message, and with it, in the same
 // append, the stop record of a turn whose execution the call stopped.
 func (e *Executor) appendResult(ctx context.Context, b *batch, msg *Message) error {
@@ -555,6 +553,8 @@ func (e *Executor) appendResult(ctx context.Context, b *batch, msg *Message) err
 	return nil
 }
 
+// record stores msg, the shaped result res of the call, and reports the
+// call's outcome.
 func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Message, res Result, red redactor) (Outcome, error) {
 	c, out := r.c, r.out
 	if r.p.queued {
