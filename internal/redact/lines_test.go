@@ -73,18 +73,45 @@ func same(nl string) func(int) string { return func(int) string { return nl } }
 // between them follow the placeholder, and every other line stays as it
 // was.
 func TestBrokenEncodedFormsAreRedacted(t *testing.T) {
-	secrets := []string{"plainAlnum1234", "seven77", `tok"en-quote`, "emoji😀-🔑key", trickySecrets[len(trickySecrets)-2]}
-	for _, secret := range secrets {
+	widths := make([]int, 80)
+	for i := range widths {
+		widths[i] = i + 1
+	}
+	checkBrokenForms(t, brokenCases{
+		secrets:  []string{"plainAlnum1234", "seven77", `tok"en-quote`, "emoji😀-🔑key", trickySecrets[len(trickySecrets)-2]},
+		prefixes: []string{"", "u", "us", "use", "user", strings.Repeat("data before the secret; ", 4) + "!"},
+		widths:   widths, breaks: newlines, head: "data:",
+	})
+}
+
+// brokenCases are the secrets, the texts before them in their encoded
+// form, the line widths, the line breaks and the text before the first
+// line that checkBrokenForms combines.
+type brokenCases struct {
+	secrets, prefixes []string
+	widths            []int
+	breaks            []string
+	head              string
+}
+
+// checkBrokenForms checks every combination of c: each secret's encoding,
+// after each prefix and before no suffix or one, broken into lines of each
+// width with each break, between head and a last line, loses exactly the
+// characters made of the secret's bits alone, the breaks between them
+// following the placeholder.
+func checkBrokenForms(t *testing.T, c brokenCases) {
+	t.Helper()
+	for _, secret := range c.secrets {
 		r := mustNew(t, Secret{"S", secret})
 		for _, enc := range lineEncodings {
-			for _, prefix := range []string{"", "u", "us", "use", "user", strings.Repeat("data before the secret; ", 4) + "!"} {
+			for _, prefix := range c.prefixes {
 				for _, suffix := range []string{"", "?!#$"} {
 					e := enc.encode([]byte(prefix + secret + suffix))
 					lo, hi := span(enc, len(prefix), len(secret))
-					for w := 1; w <= 80; w++ {
-						for _, nl := range newlines {
+					for _, w := range c.widths {
+						for _, nl := range c.breaks {
 							text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k%w == 0 })
-							text, want = "data:"+nl+text+nl+"end", "data:"+nl+want+nl+"end"
+							text, want = c.head+nl+text+nl+"end", c.head+nl+want+nl+"end"
 							if got := r.String(text); got != want {
 								t.Fatalf("%q in %s, %q before, %q after, width %d, %q:\n got %q\nwant %q",
 									secret, enc.name, prefix, suffix, w, nl, got, want)
@@ -396,27 +423,11 @@ var indentedBreaks = []string{
 // of its bits alone; the breaks between them follow the placeholder with
 // their indentation, and every other line stays as it was.
 func TestIndentedEncodedFormsAreRedacted(t *testing.T) {
-	for _, secret := range []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"} {
-		r := mustNew(t, Secret{"S", secret})
-		for _, enc := range lineEncodings {
-			for _, prefix := range []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"} {
-				for _, suffix := range []string{"", "?!#$"} {
-					e := enc.encode([]byte(prefix + secret + suffix))
-					lo, hi := span(enc, len(prefix), len(secret))
-					for _, w := range []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76} {
-						for _, nl := range indentedBreaks {
-							text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k%w == 0 })
-							text, want = "key: |"+nl+text+nl+"end", "key: |"+nl+want+nl+"end"
-							if got := r.String(text); got != want {
-								t.Fatalf("%q in %s, %q before, %q after, width %d, %q:\n got %q\nwant %q",
-									secret, enc.name, prefix, suffix, w, nl, got, want)
-							}
-						}
-					}
-				}
-			}
-		}
-	}
+	checkBrokenForms(t, brokenCases{
+		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
+		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
+		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: indentedBreaks, head: "key: |",
+	})
 }
 
 // TestIndentedBreaksAnywhereAreFound puts the first indented line break at
