@@ -33,18 +33,21 @@ func newWeatherExecutor(b *testing.B) *toolrun.Executor {
 	return toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: toolrun.NewMemoryStore()})
 }
 
-// callWorkers are g goroutines making typed calls through ex, each on
-// threads of its own (a new one every perThread of its calls). They live as
-// long as the benchmark: a round hands each its share of calls.
+// callWorkers are g goroutines making typed calls through an executor,
+// each on threads of its own (a new one every perThread of its calls).
+// They live as long as the benchmark: a round hands each its share of
+// calls.
 type callWorkers struct {
 	work []chan int
 	done sync.WaitGroup
 }
 
-func newCallWorkers(b *testing.B, ex *toolrun.Executor, prefix string, g, perThread int) *callWorkers {
+// newCallWorkers starts g workers, worker k calling through executor(k).
+func newCallWorkers(b *testing.B, executor func(k int) *toolrun.Executor, prefix string, g, perThread int) *callWorkers {
 	w := &callWorkers{work: make([]chan int, g)}
 	for k := range w.work {
 		w.work[k] = make(chan int, 1)
+		ex := executor(k)
 		go func() {
 			batch := []toolrun.ToolCall{{Name: "weather", Arguments: weatherJSON}}
 			made := 0
@@ -93,29 +96,35 @@ func (w *callWorkers) round(n int) time.Duration {
 // own. Every round of the g goroutines alternates with a round of the same
 // number of calls from one goroutine, on threads of the same sizes; ns/op
 // and calls/s are those of the g goroutines, x_one_goroutine their rate over
-// the one goroutine's.
+// the one goroutine's. x_unshared is the ceiling, measured alongside: the
+// same rounds from g goroutines that each have an executor and a memory
+// store of their own, so that they share nothing but the process.
 func BenchmarkCallsParallel(b *testing.B) {
 	for _, g := range []int{1, 2, 64, 4096} {
 		b.Run("goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			ex := newWeatherExecutor(b)
+			shared := func(int) *toolrun.Executor { return ex }
 			round := max(2048, 256*g)
 			// Every goroutine keeps to a thread of its own, and moves to a
 			// new one after 1,000 calls (the one goroutine too), so that no
 			// thread grows with b.N.
-			many := newCallWorkers(b, ex, "many-", g, 1000)
-			one := newCallWorkers(b, ex, "one-", 1, 1000)
-			var tMany, tOne time.Duration
+			many := newCallWorkers(b, shared, "many-", g, 1000)
+			one := newCallWorkers(b, shared, "one-", 1, 1000)
+			apart := newCallWorkers(b, func(int) *toolrun.Executor { return newWeatherExecutor(b) }, "apart-", g, 1000)
+			var tMany, tOne, tApart time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
 			for left := b.N; left > 0; left -= round {
 				n := min(left, round)
 				b.StopTimer()
 				tOne += one.round(n)
+				tApart += apart.round(n)
 				b.StartTimer()
 				tMany += many.round(n)
 			}
 			b.ReportMetric(float64(b.N)/tMany.Seconds(), "calls/s")
 			b.ReportMetric(tOne.Seconds()/tMany.Seconds(), "x_one_goroutine")
+			b.ReportMetric(tOne.Seconds()/tApart.Seconds(), "x_unshared")
 		})
 	}
 }
