@@ -59,7 +59,11 @@ func (s *callState) SetValue(ctx context.Context, key string, v any) error {
 		if err != nil {
 			return fmt.Errorf("toolrun: value %q: %w", key, err)
 		}
-		raw = b
+		// encoding/json fixes the strings it encodes but keeps the bytes
+		// of a raw value (a json.RawMessage, a MarshalJSON) as they are:
+		// fixed here, every store keeps the same value, and PostgreSQL,
+		// which cannot hold such bytes, does not refuse it.
+		raw = jsonvalue.FixUTF8JSON(b)
 	}
 	if err := s.e.store.SetValue(ctx, s.b.threadID, key, raw); err != nil {
 		return &StoreError{Op: "set value " + key, Err: err}

@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"testing"
@@ -117,4 +118,49 @@ func TestInjectedInvalidUTF8IsStoredAsItIsSent(t *testing.T) {
 	require.NotNil(t, injected, "the injected message is stored with its content fixed: %+v", page.Messages)
 	assert.Equal(t, fixed, injected.Name)
 	assert.Equal(t, "id "+fixed, injected.ToolCallID)
+}
+
+// TestInvalidUTF8InAValueIsStoredAsItIsSent: a tool's value whose JSON
+// holds bytes that are not UTF-8 (a json.RawMessage, or a type that
+// marshals itself) is stored with each such byte a U+FFFD, on every store.
+// encoding/json keeps such bytes of a raw value as they are, so the memory
+// and SQLite stores used to keep them and PostgreSQL refused the value.
+func TestInvalidUTF8InAValueIsStoredAsItIsSent(t *testing.T) {
+	const bad, fixed = `{"t":"a` + "\xff\xe2\x82" + `b"}`, `{"t":"a` + "\ufffd\ufffd\ufffd" + `b"}`
+	for _, sc := range []struct {
+		name string
+		open func(t *testing.T) toolrun.Store
+	}{
+		{"memory", func(*testing.T) toolrun.Store { return toolrun.NewMemoryStore() }},
+		{"sqlite", func(t *testing.T) toolrun.Store {
+			st, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := sc.open(t)
+			var read json.RawMessage
+			reg := toolrun.NewRegistry(nil)
+			require.NoError(t, reg.Register(fn("keep", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+				if err := s.SetValue(ctx, "raw", json.RawMessage(bad)); err != nil {
+					return toolrun.Result{}, err
+				}
+				if _, err := s.Value(ctx, "raw", &read); err != nil {
+					return toolrun.Result{}, err
+				}
+				return toolrun.Text("kept"), nil
+			})))
+			ex := toolrun.NewExecutor(reg, &toolrun.ExecutorOptions{Store: st})
+			out, err := ex.Run(ctx, "t", []toolrun.ToolCall{{ID: "c1", Name: "keep", Arguments: "{}"}})
+			require.NoError(t, err)
+			require.Equal(t, "kept", out[0].Message.Content, "the tool's SetValue succeeded")
+			stored, err := st.GetValue(ctx, "t", "raw")
+			require.NoError(t, err)
+			assert.Equal(t, fixed, string(stored))
+			assert.Equal(t, fixed, string(read), "the tool reads back what was stored")
+		})
+	}
 }

@@ -39,6 +39,8 @@ type ThreadState interface {
 	// whether it exists.
 	Value(ctx context.Context, key string, dst any) (found bool, err error)
 	// SetValue stores v (JSON-encodable) under key; nil deletes the key.
+	// Bytes of its JSON that are not UTF-8 (from a json.RawMessage, say)
+	// are stored as U+FFFD, one for each byte, on every store.
 	SetValue(ctx context.Context, key string, v any) error
 
 	// Env resolves name through the env chain: thread env, agent defaults,

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/jsonvalue"
 	"github.com/toolrun/toolrun/internal/observe"
 )
 
@@ -147,7 +148,7 @@ func NewState(t testing.TB, opts *Options) *State {
 		if err != nil {
 			t.Fatalf("toolruntest: value %q: %v", k, err)
 		}
-		if err := s.store.SetValue(ctx, s.id, k, b); err != nil {
+		if err := s.store.SetValue(ctx, s.id, k, jsonvalue.FixUTF8JSON(b)); err != nil {
 			t.Fatalf("toolruntest: %v", err)
 		}
 	}

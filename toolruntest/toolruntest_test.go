@@ -2,6 +2,7 @@ package toolruntest_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -134,4 +135,18 @@ func TestStateSetUp(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, toolruntest.TextValue("1"), got)
 	assert.Error(t, st.QueueTool("anything", nil), "outside a run nothing would run a queued call")
+}
+
+// TestSeededValuesAreStoredAsSetValueStoresThem: a seeded raw value holding
+// bytes that are not UTF-8 is stored as ThreadState.SetValue would store it,
+// each such byte a U+FFFD.
+func TestSeededValuesAreStoredAsSetValueStoresThem(t *testing.T) {
+	st := toolruntest.NewState(t, &toolruntest.Options{Values: map[string]any{"raw": json.RawMessage("\"a\xffb\"")}})
+	raw, err := st.Store().GetValue(context.Background(), st.ThreadID(), "raw")
+	require.NoError(t, err)
+	assert.Equal(t, "\"a\ufffdb\"", string(raw))
+	require.NoError(t, st.SetValue(context.Background(), "set", json.RawMessage("\"a\xffb\"")))
+	set, err := st.Store().GetValue(context.Background(), st.ThreadID(), "set")
+	require.NoError(t, err)
+	assert.Equal(t, raw, set, "SetValue stores the same")
 }

@@ -628,6 +628,16 @@ func callMarshalText(m encoding.TextMarshaler, t reflect.Type) (b []byte, f *fai
 	return b, f
 }
 
+// FixUTF8JSON returns the JSON text b with each byte that is not part of
+// valid UTF-8 replaced by U+FFFD (b itself when there is none). In valid
+// JSON such bytes can only be inside strings, where U+FFFD keeps it valid.
+func FixUTF8JSON(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	return []byte(FixUTF8(string(b)))
+}
+
 // FixUTF8 returns s with each byte that is not part of valid UTF-8
 // replaced by U+FFFD, as encoding/json does when it writes s: a run of n
 // such bytes becomes n replacement characters, not one, as with
