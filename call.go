@@ -24,8 +24,9 @@ type call struct {
 	nest   int    // its nesting level: 0 for a call of a top-level batch
 	caller *callState
 	// resultID is the id its stored result will get, which the rows of a
-	// prompt tool's sub-prompt point at; "" for an invocation, whose result
-	// is not stored.
+	// prompt tool's sub-prompt point at. An invocation's result is not
+	// stored: its resultID is the invoking call's, so that what it stores
+	// hangs from that call's result.
 	resultID string
 }
 

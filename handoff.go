@@ -33,6 +33,14 @@ func (rt *Runtime) handoffHandler(ts *turnState, name string, a *Agent, cfg *Sub
 			if fail := args.Decode(c.args, &m); fail != nil {
 				return argumentsResult(fail, "Tool"), nil
 			}
+			if c.caller != nil {
+				// Made through InvokeTool, whose calls store no result: a
+				// record under the invoking call's result lets Resume see it.
+				if err := rt.store.AppendMessages(ctx, ts.th.ID, handoffRecord(c, name, rt.ex.redactor(c.b))); err != nil {
+					return Result{Status: StatusError, Error: "Handoff not made: it could not be recorded"},
+						&StoreError{Op: "append handoff record", Err: err}
+				}
+			}
 			root := ts.root()
 			root.mu.Lock()
 			root.handoff = &handoff{agent: name, args: m, config: cfg}
@@ -115,6 +123,23 @@ func (rt *Runtime) resumeHandoff(ctx context.Context, ts *turnState, b *batch, r
 		}
 		return
 	}
+}
+
+// handoffCode is the ErrorCode of the row that records a handoff made
+// through InvokeTool.
+const handoffCode = "handoff"
+
+// handoffRecord returns the row that records the handoff to the agent name
+// that the invoked call c made, whose result is not stored: a silent
+// system message one level below the invoking call, hanging from that
+// call's result, whose one ToolCall is c with its arguments redacted
+// (Redacted set when a secret was replaced). No model is sent it.
+func handoffRecord(c call, name string, red redactor) *Message {
+	st := c.b.sc.stamp
+	return &Message{Role: RoleSystem, Silent: true, ErrorCode: handoffCode, Name: name,
+		Content:   "Handoff to " + name + " made through InvokeTool.",
+		ToolCalls: []ToolCall{redactCall(ToolCall{ID: c.id, Name: name, Arguments: c.args}, red)},
+		Prompt:    st.Prompt, Side: st.Side, ParentID: c.resultID, Depth: st.Depth + 1}
 }
 
 // handoffConfig returns the tools entry of prompt for the agent of e, which

@@ -54,8 +54,11 @@ type Message struct {
 	// ErrorCode, ErrorData and Stack are the tool result's (a recovered
 	// panic's stack included), kept and never sent to a model. ErrorCode is
 	// also set on the assistant message the repeated-error breaker stores,
-	// and is StopStopped on the silent system message that records a turn a
-	// tool ended with Execution.Stop (a message no model is sent).
+	// is StopStopped on the silent system message that records a turn a
+	// tool ended with Execution.Stop, and is "handoff" on the silent system
+	// message that records a handoff a tool made through InvokeTool (its one
+	// ToolCall is the handoff's, arguments redacted); no model is sent
+	// either.
 	ErrorCode string         `json:"error_code,omitempty"`
 	ErrorData map[string]any `json:"error_data,omitempty"`
 	Stack     string         `json:"stack,omitempty"`
