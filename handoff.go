@@ -85,14 +85,18 @@ func (rt *Runtime) applyHandoff(ctx context.Context, th *Thread, h *handoff) err
 // comes after every resumed call.
 //
 // A resumed call of an agent's name whose stored result is a success was a
-// handoff: every other call of an agent's name gets an error result.
-func (rt *Runtime) resumeHandoff(ctx context.Context, ts *turnState, b *batch, resp *Message, outcomes []Outcome) {
+// handoff: every other call of an agent's name gets an error result. So
+// was one made inside a resumed call, which nestedHandoff finds. A handoff
+// whose stored arguments lost a secret to redaction, or whose arguments
+// are not found, is not completed: a warning says so.
+func (rt *Runtime) resumeHandoff(ctx context.Context, ts *turnState, b *batch, resp *Message, outcomes []Outcome) error {
 	ts.mu.Lock()
 	recorded := ts.handoff != nil
 	ts.mu.Unlock()
 	if recorded {
-		return
+		return nil
 	}
+	var last *storedHandoff
 	for i := len(outcomes) - 1; i >= 0; i-- {
 		o := &outcomes[i]
 		if !o.Resumed || o.Message == nil || o.Message.ToolStatus != StatusSuccess {
@@ -105,23 +109,155 @@ func (rt *Runtime) resumeHandoff(ctx context.Context, ts *turnState, b *batch, r
 		// The response's calls come first in the batch, in order: their
 		// arguments are the model's, as the handler read them; a queued
 		// call's are those stored with its result, redacted.
-		args, model := o.Call.Arguments, i < len(resp.ToolCalls)
-		if model {
-			args = resp.ToolCalls[i].Arguments
-		} else if o.Call.Redacted {
-			rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: its queued arguments held a secret, which is not stored",
-				"thread", ts.th.ID, "agent", e.name, "call", o.Call.ID)
-			return
+		last = &storedHandoff{seq: o.Message.Seq, agent: e, id: o.Call.ID, args: o.Call.Arguments, prompt: resp.Prompt,
+			redacted: o.Call.Redacted, found: true}
+		if i < len(resp.ToolCalls) {
+			last.args, last.model, last.redacted = resp.ToolCalls[i].Arguments, true, false
 		}
-		h := rt.handoffHandler(ts, e.name, e.def.(*Agent), rt.handoffConfig(resp.Prompt, e))
-		if model && b.sc.nullOptionals {
-			args, _ = h.args.Schema().StripOptionalNulls(args)
+		break
+	}
+	nested, err := rt.nestedHandoff(ctx, ts, resp, outcomes)
+	if err != nil {
+		return err
+	}
+	if nested != nil && (last == nil || nested.seq > last.seq) {
+		last = nested
+	}
+	if last == nil {
+		return nil
+	}
+	why := ""
+	switch {
+	case !last.found:
+		why = "its arguments are not among the stored rows"
+	case last.redacted:
+		why = "its arguments held a secret, which is not stored"
+	}
+	if why != "" {
+		rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: "+why,
+			"thread", ts.th.ID, "agent", last.agent.name, "call", last.id)
+		return nil
+	}
+	h := rt.handoffHandler(ts, last.agent.name, last.agent.def.(*Agent), rt.handoffConfig(last.prompt, last.agent))
+	args := last.args
+	if last.model && rt.nullOptionals(last.prompt) {
+		args, _ = h.args.Schema().StripOptionalNulls(args)
+	}
+	if res, _ := h.run(ctx, call{e: rt.ex, b: b, id: last.id, args: args}); res.IsError() {
+		rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: its arguments no longer pass the agent's schema",
+			"thread", ts.th.ID, "agent", last.agent.name, "call", last.id, "error", res.Error)
+	}
+	return nil
+}
+
+// storedHandoff is a handoff of a resumed batch, as its stored rows show it.
+type storedHandoff struct {
+	seq   int64  // the Seq of the row that shows it was made
+	agent *entry // the agent handed off to
+	id    string // the handoff call's id
+	args  string // the handoff call's arguments
+	// prompt is the prompt whose batch made the call, which names the
+	// handoff's init properties.
+	prompt string
+	// model reports arguments a model wrote, as the handler read them;
+	// redacted, arguments that lost a secret to redaction; found, that the
+	// arguments were found at all.
+	model, redacted, found bool
+}
+
+// nestedHandoff returns the last handoff made inside a resumed call of the
+// batch, nil when there is none: a row that hangs, through any number of
+// levels, from the stored result of a resumed call, and that is either a
+// success result of a call of an agent's name (a sub-prompt's call, or one
+// a sub-prompt's tool queued) or the record of a handoff made through
+// InvokeTool. It reads only the rows stored after resp, which are the
+// batch's, so its cost does not grow with the thread's history.
+func (rt *Runtime) nestedHandoff(ctx context.Context, ts *turnState, resp *Message, outcomes []Outcome) (*storedHandoff, error) {
+	resumed := map[string]bool{}
+	for i := range outcomes {
+		if o := &outcomes[i]; o.Resumed && o.Message != nil {
+			resumed[o.Message.ID] = true
 		}
-		if res, _ := h.run(ctx, call{e: rt.ex, b: b, id: o.Call.ID, args: args}); res.IsError() {
-			rt.log.WarnContext(ctx, "toolrun: a resumed handoff is not completed: its arguments no longer pass the agent's schema",
-				"thread", ts.th.ID, "agent", e.name, "call", o.Call.ID, "error", res.Error)
+	}
+	if len(resumed) == 0 {
+		return nil, nil
+	}
+	p, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{After: resp.Seq, MaxDepth: -1, IncludeSilent: true, Order: OrderAsc})
+	if err != nil {
+		return nil, &StoreError{Op: "list messages", Err: err}
+	}
+	rows := p.Messages
+	byID := make(map[string]*Message, len(rows))
+	for i := range rows {
+		byID[rows[i].ID] = &rows[i]
+	}
+	// underResumed reports that m hangs from the result of a resumed call.
+	// Each step goes one level up, so len(rows) steps reach the top.
+	underResumed := func(m *Message) bool {
+		for range len(rows) {
+			parent, ok := byID[m.ParentID]
+			if !ok {
+				return false
+			}
+			if parent.Depth == 0 {
+				return resumed[parent.ID]
+			}
+			m = parent
 		}
-		return
+		return false
+	}
+	for i := len(rows) - 1; i >= 0; i-- {
+		m := &rows[i]
+		if m.Depth == 0 {
+			continue
+		}
+		var h *storedHandoff
+		switch {
+		case isHandoffRecord(m):
+			c := m.ToolCalls[0]
+			h = &storedHandoff{id: c.ID, args: c.Arguments, prompt: m.Prompt, redacted: c.Redacted, found: true}
+			h.agent = rt.reg.lookup(c.Name, "")
+		case m.Role == RoleTool && m.ToolStatus == StatusSuccess:
+			h = &storedHandoff{id: m.ToolCallID, prompt: m.Prompt}
+			h.agent = rt.reg.lookup(m.Name, "")
+		default:
+			continue
+		}
+		if h.agent == nil || !isAgent(h.agent.def) || !underResumed(m) {
+			continue
+		}
+		h.seq = m.Seq
+		if !h.found {
+			h.argsOf(rows, m)
+		}
+		return h, nil
+	}
+	return nil, nil
+}
+
+// argsOf finds the arguments of the call the nested result row r answers,
+// among the rows of r's batch (those with its ParentID and Depth): the
+// call in the sub-prompt's response (a model's arguments), or the call a
+// result of the batch queued (its arguments redacted).
+func (h *storedHandoff) argsOf(rows []Message, r *Message) {
+	for i := range rows {
+		m := &rows[i]
+		if m.ParentID != r.ParentID || m.Depth != r.Depth {
+			continue
+		}
+		calls := m.QueuedCalls
+		if m.Role == RoleAssistant {
+			calls = m.ToolCalls
+		}
+		for _, c := range calls {
+			if c.ID == r.ToolCallID || derivedID(c.ID) == r.ToolCallID {
+				h.args, h.redacted, h.found = c.Arguments, c.Redacted, true
+				if m.Role == RoleAssistant {
+					h.model, h.prompt = true, m.Prompt
+				}
+				return
+			}
+		}
 	}
 }
 
@@ -140,6 +276,26 @@ func handoffRecord(c call, name string, red redactor) *Message {
 		Content:   "Handoff to " + name + " made through InvokeTool.",
 		ToolCalls: []ToolCall{redactCall(ToolCall{ID: c.id, Name: name, Arguments: c.args}, red)},
 		Prompt:    st.Prompt, Side: st.Side, ParentID: c.resultID, Depth: st.Depth + 1}
+}
+
+// isHandoffRecord reports the message handoffRecord returns.
+func isHandoffRecord(m *Message) bool {
+	return m.Role == RoleSystem && m.ErrorCode == handoffCode && len(m.ToolCalls) == 1
+}
+
+// nullOptionals reports whether the model of the named prompt sends
+// optional arguments it leaves out as null.
+func (rt *Runtime) nullOptionals(prompt string) bool {
+	p, ok := rt.reg.Prompt(prompt)
+	if !ok {
+		return false
+	}
+	m, ok := rt.reg.Model(p.Model)
+	if !ok {
+		return false
+	}
+	n, ok := m.Provider.(NullableOptionals)
+	return ok && n.NullableOptionals(m.ID)
 }
 
 // handoffConfig returns the tools entry of prompt for the agent of e, which

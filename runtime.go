@@ -309,7 +309,10 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 // the thread to the new agent is not (the store failed, the process died)
 // is completed: the thread goes to that agent, with the handoff's
 // arguments and first message, and the agent takes the turn, as it would
-// have in the interrupted Send.
+// have in the interrupted Send. That holds for a handoff made inside a
+// resumed call too (by a prompt tool's sub-prompt, or by a tool through
+// InvokeTool), but not for one whose arguments held a secret, which is
+// not stored: a warning says so, and the old agent's turn goes on.
 //
 // A turn resumes with a fresh MaxSteps budget. A prompt tool's sub-prompt
 // that was interrupted runs again from its start.

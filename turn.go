@@ -194,7 +194,9 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 			return turnResult{}, true, err
 		}
 		if !fresh {
-			rt.resumeHandoff(ctx, ts, b, resume, outcomes)
+			if err := rt.resumeHandoff(ctx, ts, b, resume, outcomes); err != nil {
+				return turnResult{}, true, err
+			}
 		}
 		exec.StepCount = steps
 		if res, done := rt.afterBatch(ctx, ts, outcomes, exec, lastText); done {
