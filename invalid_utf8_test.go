@@ -15,6 +15,21 @@ import (
 	"github.com/toolrun/toolrun/store/sqlite"
 )
 
+// utf8Stores are the stores the UTF-8 tests of this file run on (the
+// PostgreSQL store's are in its package).
+var utf8Stores = []struct {
+	name string
+	open func(t *testing.T) toolrun.Store
+}{
+	{"memory", func(*testing.T) toolrun.Store { return toolrun.NewMemoryStore() }},
+	{"sqlite", func(t *testing.T) toolrun.Store {
+		st, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}},
+}
+
 // TestInvalidUTF8IsStoredAsItIsSent: text holding bytes that are not
 // UTF-8 (a tool's output, its error, a user's message, a model's tool-call
 // arguments) is stored with each such byte replaced by U+FFFD, the text
@@ -25,21 +40,9 @@ func TestInvalidUTF8IsStoredAsItIsSent(t *testing.T) {
 	// Two bytes that are not UTF-8 and a truncated sequence: each byte
 	// becomes one U+FFFD.
 	const bad, fixed = "a\xff\xfeb\xe2\x82", "a\ufffd\ufffdb\ufffd\ufffd"
-	stores := []struct {
-		name string
-		open func(t *testing.T) toolrun.Store
-	}{
-		{"memory", func(*testing.T) toolrun.Store { return toolrun.NewMemoryStore() }},
-		{"sqlite", func(t *testing.T) toolrun.Store {
-			st, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = st.Close() })
-			return st
-		}},
-	}
 	// The bytes are in the call's JSON arguments too: the tool decodes each
 	// as U+FFFD, which is what the stored call's text says.
-	for _, sc := range stores {
+	for _, sc := range utf8Stores {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx := context.Background()
 			st := sc.open(t)
@@ -127,18 +130,7 @@ func TestInjectedInvalidUTF8IsStoredAsItIsSent(t *testing.T) {
 // and SQLite stores used to keep them and PostgreSQL refused the value.
 func TestInvalidUTF8InAValueIsStoredAsItIsSent(t *testing.T) {
 	const bad, fixed = `{"t":"a` + "\xff\xe2\x82" + `b"}`, `{"t":"a` + "\ufffd\ufffd\ufffd" + `b"}`
-	for _, sc := range []struct {
-		name string
-		open func(t *testing.T) toolrun.Store
-	}{
-		{"memory", func(*testing.T) toolrun.Store { return toolrun.NewMemoryStore() }},
-		{"sqlite", func(t *testing.T) toolrun.Store {
-			st, err := sqlite.Open(filepath.Join(t.TempDir(), "t.db"), nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = st.Close() })
-			return st
-		}},
-	} {
+	for _, sc := range utf8Stores {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx := context.Background()
 			st := sc.open(t)
