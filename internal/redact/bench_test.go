@@ -184,10 +184,21 @@ func yamlText(n int, secret string) string {
 	return "tls_key: |\n    " + strings.ReplaceAll(mimeText(n, secret), "\r\n", "\n    ")
 }
 
+// trailingText returns the base64 of mimeText with two spaces at the end
+// of each line and LF line breaks, and a blank line after every tenth
+// line.
+func trailingText(n int, secret string) string {
+	lines := strings.Split(mimeText(n, secret), "\r\n")
+	for i := 9; i < len(lines)-1; i += 10 {
+		lines[i] += "  \n"
+	}
+	return strings.Join(lines, "  \n")
+}
+
 // BenchmarkLines scans texts broken into lines: log lines, base64 at 76
 // columns without a secret, and with the first secret in it (broken across
-// a line on the code that finds it so), and the same base64 with each line
-// indented.
+// a line on the code that finds it so), the same base64 with each line
+// indented, and with spaces at the end of each line and blank lines.
 func BenchmarkLines(b *testing.B) {
 	const size = 20 << 10
 	texts := []struct{ name, text string }{
@@ -196,6 +207,8 @@ func BenchmarkLines(b *testing.B) {
 		{"mime+secret", mimeText(size, benchSecrets[0].Value)},
 		{"indented", yamlText(size, "")},
 		{"indented+secret", yamlText(size, benchSecrets[0].Value)},
+		{"trailing", trailingText(size, "")},
+		{"trailing+secret", trailingText(size, benchSecrets[0].Value)},
 	}
 	for _, nsec := range []int{1, 10} {
 		red, _ := New(benchSecrets[:nsec])
