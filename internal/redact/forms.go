@@ -43,10 +43,9 @@ import (
 // Not covered: other binary-to-text encodings (ascii85, base32hex,
 // Crockford's base32), encodings of a secret shorter than minEncodedLen
 // bytes, base64 then percent-encoded or JSON-escaped (%2B, \/), encoded
-// lines broken with anything more than the line break between two encoding
-// characters (indentation, trailing spaces, a blank line, a '=' soft break,
-// a bare "\r"), or with the break escaped otherwise (\u000a, or twice for
-// JSON in JSON: \\n), hex with a separator only between groups of bytes
+// lines broken with more whitespace than a line break holds (see lines.go),
+// with a '=' soft break or a bare "\r", or with the break escaped otherwise
+// (\u000a, or twice for JSON in JSON: \\n), hex with a separator only between groups of bytes
 // (xxd's default, dead beef), with other separators (0xde, 0xad; \xde\xad)
 // or in mixed case, hex with separators broken into lines (a dump of a
 // secret that runs on to its next line, or across the double space

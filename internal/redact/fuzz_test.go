@@ -9,7 +9,8 @@ import (
 
 // FuzzRedact builds a Redactor for two random secrets and redacts a random
 // text into which a form of each, encoded forms among them, has been put,
-// an encoded form broken into lines, indented or not, when k says so.
+// an encoded form broken into lines, indented or not, with spaces before
+// the newline and blank lines or not, when k says so.
 // The result must equal the reference's; no form of a secret may be left
 // outside a placeholder; and a text with no secret in it comes back as it
 // is.
@@ -25,6 +26,8 @@ func FuzzRedact(f *testing.F) {
 	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", `{"pem":"c2stcHJv\nai1YcTd2\nQjJtSzk="}`, uint8(12))
 	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", "key: |\n    c2stcHJv\n    ai1YcTd2\n    QjJtSzk=\n", uint8(36))
 	f.Add("passw0rd!", "another-key", `{"k":"dXNlcjpw\n\tYXNzdzBy\n\tZCE="}`, uint8(158))
+	f.Add("passw0rd!", "another-key", "dXNlcjpw  \nYXNzdzBy\t\n\nZCE=\n", uint8(236))
+	f.Add("sk-proj-Xq7vB2mK9", "ghp_R4nD0mT0k3n", `{"pem":"c2stcHJv \n\nai1YcTd2\t\nQjJtSzk="}`, uint8(212))
 	// A base32 form of B starts with the n of a `\n` between 0 and z.
 	f.Add("0000000", "7 0+000", "0", uint8(158))
 	// B's broken hex inside A's escaped form, whose n the last `\n` written
@@ -57,13 +60,22 @@ func FuzzRedact(f *testing.F) {
 			fs := allForms(s.Value)
 			form := fs[(int(k)+i*5)%len(fs)]
 			if k&4 != 0 && slices.Contains(breakableForms(s.Value), form) {
-				// Broken into lines k%7+1 characters wide, indented
-				// when k>>5 says so.
+				// Broken into lines k%7+1 characters wide, indented,
+				// with spaces before the newline or a blank line after
+				// it when k>>5 and the line's number say so.
 				var b strings.Builder
+				ws := []string{"", "    ", "\t", " \t", `\t`}
 				for j := range len(form) {
 					if j > 0 && j%(int(k)%7+1) == 0 {
-						b.WriteString(lineBreaks[int(k>>3)%len(lineBreaks)])
-						b.WriteString([]string{"", "    ", "\t", " \t", `\t`}[int(k>>5)%5])
+						nl, line := lineBreaks[int(k>>3)%len(lineBreaks)], j/(int(k)%7+1)
+						if k&64 != 0 {
+							b.WriteString(ws[(int(k>>5)+line)%5])
+						}
+						b.WriteString(nl)
+						if k&128 != 0 && line%2 == 1 {
+							b.WriteString(nl)
+						}
+						b.WriteString(ws[int(k>>5)%5])
 					}
 					b.WriteByte(form[j])
 				}

@@ -11,43 +11,56 @@ import (
 // and MIME at 64 or 76, xxd -p at 60, or any width a tool chooses) put a
 // line break wherever a line is full, so inside a secret's encoded form
 // too. A line break, here, is a newline, "\n" or "\r\n", or either written
-// as a JSON string writes it (`\n`, `\r\n`), with the indentation of the
-// next line after it, between two encoding characters (encChars). The
-// indentation is the spaces and tabs after the newline, and after an
-// escaped one the `\t` escapes too, up to maxIndent bytes (see indentLen):
-// encoded lines indented in a YAML block scalar or a config file are
-// broken lines as much as those that are not. Spaces before a newline, a
-// blank line between two encoded lines, and a longer indentation end a
-// run of encoded lines instead. The breakable forms (base64, base32 and
-// hex, see pattern.encID) are also looked for in the text with such breaks
-// taken out: an occurrence with a break inside it is a broken one. The
-// bytes of a break are none of the encoded text's characters, so a broken
-// occurrence never starts with the n of a `\n`, the r of a `\r\n` or the t
-// of a `\t` inside one. No other form is looked for there, so a raw or
-// escaped value is never found across a line break.
+// as a JSON string writes it (`\n`, `\r\n`), with the whitespace around it,
+// between two encoding characters (encChars): the spaces and tabs at the
+// end of the line before it (editors, copy and paste and fold leave them),
+// blank lines after that line, which may hold spaces and tabs too, and the
+// indentation of the next line; in a break of escaped newlines the `\t`
+// escapes count as tabs. A break's newlines are all of one kind, written
+// as text or as a JSON string writes them. What a break holds before its
+// last newline is at most maxLead bytes, and the indentation after that
+// newline at most maxIndent bytes (see breakLen): encoded lines indented in
+// a YAML block scalar or a config file, with spaces at their ends or a
+// blank line between them, are broken lines as much as those that are not.
+// A longer stretch of whitespace, one with newlines of both kinds in it,
+// and a bare "\r" end a run of encoded lines instead. The breakable forms
+// (base64, base32 and hex, see pattern.encID) are also looked for in the
+// text with such breaks taken out: an occurrence with a break inside it is
+// a broken one. The bytes of a break are none of the encoded text's
+// characters, so a broken occurrence never starts with the n of a `\n`,
+// the r of a `\r\n` or the t of a `\t` inside one. No other form is looked
+// for there, so a raw or escaped value is never found across a line break.
 //
 // A broken occurrence is redacted with the breaks inside it: its range
 // runs from its first encoded character to its last. The placeholders of
 // the range are followed by those breaks, as they were written, so the
 // text keeps its lines, each line after the secret in its place and with
-// its indentation (see Redactor.ranges).
+// its indentation, and the blank lines and the spaces at the ends of lines
+// inside the secret kept too (see Redactor.ranges).
 //
 // Finding them costs next to nothing on text without line breaks near the
 // prefilter pairs of breakable forms. Every broken occurrence has its
 // form's pair whole, where the scan stops or which it runs the automaton
-// over, or has a line break between the two bytes of that pair, and then
-// the pair's first byte followed by the first byte of the break (its
-// newline's, which the indentation comes after) is a prefilter pair too
-// (see newMachine). So at each place the scan runs the automaton over, it
-// looks for a pair of a breakable form (machine.encPairs) with a line break
-// between encoding characters next to it or inside it (see mayBreak); only
-// there is the text looked at again: from each line break near it, the
+// over, or has a line break between the two bytes of that pair. When the
+// break starts with its newline, the pair's first byte followed by the
+// newline's first byte ('\n', '\r' or '\\') is a prefilter pair too (see
+// newMachine). When it starts with spaces or tabs at the end of the line,
+// the scan stops at the pair's first byte followed by a space or a tab and
+// another byte of a break (see splitAtSpace), and there only looks for a
+// break and the pair's second byte after it, without running the
+// automaton: after a word, a space is followed by the next word, so the
+// scan seldom stops there. Neither adds a first byte to the prefilter's,
+// so the scan looks at the same bytes. So at each place the scan runs the
+// automaton over, it looks for a pair of a breakable form
+// (machine.encPairs) with a line break between encoding characters next to
+// it or inside it (see mayBreak), and at each such stop for the pair split
+// there; only there is the text looked at again: from each line break near it, the
 // encoding characters and the breaks between them are copied without the
 // breaks into a window on the stack, as far as the longest breakable form
 // reaches past the last break, and the window is scanned for the breakable
 // forms alone. Looking for a break next to a pair looks at the few bytes
-// where the encoding characters around the pair end, and at an indentation
-// only when one is there.
+// where the encoding characters around the pair end, and at whitespace and
+// newlines only when they are there.
 
 // encChars are the characters of the encodings whose forms may be broken
 // into lines: the base64 alphabets (standard and URL-safe), and with them
@@ -60,48 +73,97 @@ var encChars = func() (t [256]bool) {
 }()
 
 // breakLen returns the length of the line break that starts at s[i], or
-// 0: "\n", "\r\n", `\n` or `\r\n`, and the indentation after it.
+// 0. A line break is a stretch of newlines ("\n" and "\r\n", or `\n` and
+// `\r\n`, not both kinds in one break), spaces and tabs, and in a break of
+// escaped newlines `\t` escapes too, that holds a newline: the spaces at
+// the end of a line, the blank lines after it, each of which may hold
+// spaces too, and the indentation of the next line. The bytes before its
+// last newline are at most maxLead, and those after it at most maxIndent.
+// The stretch is taken whole: a break is never a part of a longer one.
 func breakLen(s string, i int) int {
-	switch s[i] {
-	case '\n':
-		return 1 + indentLen(s, i+1, false)
-	case '\r':
-		if i+1 < len(s) && s[i+1] == '\n' {
-			return 2 + indentLen(s, i+2, false)
-		}
-	case '\\':
-		if i+1 < len(s) && s[i+1] == 'n' {
-			return 2 + indentLen(s, i+2, true)
-		}
-		if strings.HasPrefix(s[i+1:], `r\n`) {
-			return 4 + indentLen(s, i+4, true)
-		}
+	k, nl := breakRun(s, i)
+	if nl < 0 {
+		return 0
 	}
-	return 0
-}
-
-// maxIndent is the most bytes of indentation a line break takes after its
-// newline. A longer indentation is not part of a break, so an encoded form
-// is not found across it; the bound keeps short the stretches the search
-// looks back over.
-const maxIndent = 64
-
-// indentLen returns the length of the indentation at s[i:], after a
-// newline: the spaces and tabs there, and after an escaped newline the `\t`
-// escapes too, which is how a JSON string writes a tab, as many as fit in
-// maxIndent bytes.
-func indentLen(s string, i int, escaped bool) int {
-	k := i
-	for k < len(s) {
-		if c := s[k]; isIndent(c) && k-i < maxIndent {
-			k++
-		} else if escaped && c == '\\' && k+1 < len(s) && s[k+1] == 't' && k+2-i <= maxIndent {
-			k += 2
-		} else {
-			break
-		}
+	if end := nl + newlineLen(s, nl); nl-i > maxLead || k-end > maxIndent {
+		return 0
 	}
 	return k - i
+}
+
+// maxLead is the most bytes a line break holds before its last newline:
+// the spaces and tabs at the end of the line before it and the blank
+// lines after that line. maxIndent is the most bytes of indentation a line
+// break takes after its last newline. An encoded form is not found across
+// longer ones; the bounds keep short the stretches the search looks back
+// over. maxBreak is the length of the longest line break.
+const (
+	maxLead   = 64
+	maxIndent = 64
+	maxBreak  = maxLead + breakMargin + maxIndent
+)
+
+// The kinds of the bytes of a line break: a newline as text writes it, a
+// newline or tab as a JSON string writes it, and spaces and tabs, which
+// are both.
+const (
+	rawBreak     = 1
+	escapedBreak = 2
+)
+
+// breakToken returns the length of the piece of a line break at s[k], 0
+// when there is none, whether it is a newline, and its kind (0 for a space
+// or a tab).
+func breakToken(s string, k int) (n int, newline bool, kind int) {
+	switch s[k] {
+	case ' ', '\t':
+		return 1, false, 0
+	case '\n':
+		return 1, true, rawBreak
+	case '\r':
+		if k+1 < len(s) && s[k+1] == '\n' {
+			return 2, true, rawBreak
+		}
+	case '\\':
+		if k+1 < len(s) {
+			switch s[k+1] {
+			case 'n':
+				return 2, true, escapedBreak
+			case 't':
+				return 2, false, escapedBreak
+			case 'r':
+				if strings.HasPrefix(s[k+2:], `\n`) {
+					return 4, true, escapedBreak
+				}
+			}
+		}
+	}
+	return 0, false, 0
+}
+
+// breakRun returns the end of the pieces of one kind of line break from
+// s[i] on, and the start of the last newline among them (-1 for none). It
+// stops past the longest line break.
+func breakRun(s string, i int) (end, newline int) {
+	k, nl, kind := i, -1, 0
+	for k < len(s) && k-i <= maxBreak {
+		n, isNL, kd := breakToken(s, k)
+		if n == 0 || kd != 0 && kind != 0 && kd != kind {
+			break
+		}
+		kind |= kd
+		if isNL {
+			nl = k
+		}
+		k += n
+	}
+	return k, nl
+}
+
+// newlineLen returns the length of the newline at s[i].
+func newlineLen(s string, i int) int {
+	n, _, _ := breakToken(s, i)
+	return n
 }
 
 // innerBreak returns the length of the line break that starts at s[i]
@@ -118,46 +180,70 @@ func innerBreak(s string, i int) int {
 }
 
 // breakEndingAt returns the length of the line break between encoding
-// characters that ends at e, or 0. It goes back over the indentation before
-// e to where a newline may end, and checks each break that may end there
-// with innerBreak, the longer first, as the scan takes them.
+// characters that ends at e, or 0. It goes back over the pieces of a line
+// break before e, as far as the longest break reaches, and takes the
+// longest break that ends at e, as the scan takes them: a piece of a
+// break can end with an encoding character (the n of `\n`, the t of `\t`,
+// the r of `\r\n`), after which a shorter break may start.
 func breakEndingAt(s string, e int) int {
 	if e >= len(s) || !encChars[s[e]] {
 		return 0
 	}
-	k := e - indentBefore(s, e)
-	var long, short int // where "\r\n" and "\n", or `\r\n` and `\n`, would start
-	switch {
-	case k >= 1 && s[k-1] == '\n':
-		long, short = k-2, k-1
-	case k >= 2 && s[k-1] == 'n' && s[k-2] == '\\':
-		long, short = k-4, k-2
-	default:
-		return 0
+	best := 0
+	kinds := 0               // the kinds of the pieces in s[k:e]
+	nlStart, nlEnd := -1, -1 // the last newline in s[k:e]
+	// valid reports whether a break between encoding characters starts
+	// at b, with its last newline at nl.
+	valid := func(b, nl int) bool {
+		return b > 0 && encChars[s[b-1]] && nl >= 0 && nl-b <= maxLead
 	}
-	for _, b := range [2]int{long, short} {
-		if b >= 0 && innerBreak(s, b) == e-b {
-			return e - b
-		}
-	}
-	return 0
-}
-
-// indentBefore returns the length of the spaces, tabs and `\t` escapes
-// that end at e, as many as fit in maxIndent bytes: the indentation after a
-// newline, if one ends where they start.
-func indentBefore(s string, e int) int {
-	k := e
-	for k > 0 {
-		if c := s[k-1]; isIndent(c) && e-k < maxIndent {
-			k--
-		} else if c == 't' && k >= 2 && s[k-2] == '\\' && e-k+2 <= maxIndent {
-			k -= 2
-		} else {
+	for k := e; k > 0 && e-k < maxBreak; {
+		n, isNL, kind := tokenBefore(s, k)
+		if n == 0 {
 			break
 		}
+		if kinds |= kind; kinds == rawBreak|escapedBreak {
+			break
+		}
+		if nlEnd < 0 {
+			if !isNL && e-k+n > maxIndent { // an indentation too long
+				break
+			}
+			if isNL {
+				nlEnd, nlStart = k, k-n
+			}
+		}
+		k -= n
+		if n == 4 && valid(k+2, max(nlStart, k+2)) { // the `\n` of a `\r\n`
+			best = e - k - 2
+		}
+		if valid(k, nlStart) {
+			best = e - k
+		}
 	}
-	return e - k
+	return best
+}
+
+// tokenBefore returns what breakToken does for the piece of a line break
+// that ends at s[k], taking "\r\n" and `\r\n` whole.
+func tokenBefore(s string, k int) (n int, newline bool, kind int) {
+	switch c := s[k-1]; {
+	case c == ' ' || c == '\t':
+		return 1, false, 0
+	case c == '\n':
+		if k >= 2 && s[k-2] == '\r' {
+			return 2, true, rawBreak
+		}
+		return 1, true, rawBreak
+	case k >= 2 && s[k-2] == '\\' && c == 't':
+		return 2, false, escapedBreak
+	case k >= 2 && s[k-2] == '\\' && c == 'n':
+		if k >= 4 && s[k-4:k-2] == `\r` {
+			return 4, true, escapedBreak
+		}
+		return 2, true, escapedBreak
+	}
+	return 0, false, 0
 }
 
 // isIndent reports whether c is a space or a tab.
@@ -177,11 +263,17 @@ func writeBreaks(s string, write func(string)) {
 }
 
 // nextInnerBreak returns the index of the first line break between
-// encoding characters that starts in s[lo:hi], or -1. The `\n` of a `\r\n`
-// that is one is not another, though an r is before it.
+// encoding characters that starts in s[lo:hi], or -1. It looks at each
+// newline from lo on, as far as the first newline of a break that starts
+// before hi can be, and at the break that holds it, which is the longest
+// one that ends where the pieces of a break after that newline end (see
+// breakEndingAt): a break that starts before lo and holds newlines after
+// it is not one that starts in s[lo:hi], and neither is a shorter break
+// inside it, such as the `\n` of a `\r\n`.
 func nextInnerBreak(s string, lo, hi int) int {
-	nl := indexIn(s, lo, min(len(s), hi+1), '\n')
-	bs := indexIn(s, lo, hi, '\\')
+	lim := min(len(s), hi+maxLead+breakMargin)
+	nl := indexIn(s, lo, lim, '\n')
+	bs := indexIn(s, lo, lim, '\\')
 	for {
 		i := min(nl, bs)
 		if i < 0 {
@@ -190,19 +282,27 @@ func nextInnerBreak(s string, lo, hi int) int {
 		if i < 0 {
 			return -1
 		}
+		q := i // where the newline starts
 		if i == nl {
-			if i > lo && s[i-1] == '\r' && innerBreak(s, i-1) > 0 {
-				return i - 1
+			if i > lo && s[i-1] == '\r' {
+				q--
 			}
-			if i < hi && innerBreak(s, i) > 0 {
-				return i
-			}
-			nl = indexIn(s, i+1, min(len(s), hi+1), '\n')
+			nl = indexIn(s, i+1, lim, '\n')
 		} else {
-			if innerBreak(s, i) > 0 && (i < 2 || s[i-2:i] != `\r` || innerBreak(s, i-2) == 0) {
-				return i
+			bs = indexIn(s, i+1, lim, '\\')
+		}
+		n, isNL, _ := breakToken(s, q)
+		if n == 0 || !isNL {
+			continue
+		}
+		e, _ := breakRun(s, q)
+		if k := breakEndingAt(s, e); k > 0 && e-k <= i {
+			switch b := e - k; {
+			case b >= hi:
+				return -1
+			case b >= lo:
+				return b
 			}
-			bs = indexIn(s, i+1, hi, '\\')
 		}
 	}
 }
@@ -225,10 +325,10 @@ type lineScan struct {
 	found []match // the broken occurrences, in increasing order of end
 }
 
-// breakMargin is the length of the longest line break without its
-// indentation, `\r\n`: how many bytes further than m.reach encoding
-// characters a break inside an occurrence can start from a pair in it, or
-// its newline end.
+// breakMargin is the length of the longest newline, `\r\n`: how many bytes
+// further than m.reach encoding characters from a pair in an occurrence a
+// break inside it is looked for, or its newline looked for past the most
+// bytes a break holds before it.
 const breakMargin = 4
 
 // mayBreak reports whether a broken occurrence may be near s[a:b], which
@@ -241,7 +341,7 @@ func (m *machine) mayBreak(s string, i, a, b int) bool {
 		if m.encPre[s[x]] == 0 {
 			continue
 		}
-		if c := s[x+1]; c == '\n' || c == '\r' || c == '\\' {
+		if c := s[x+1]; breakStart[c] {
 			if n := innerBreak(s, x+1); n > 0 && m.isEncPair(s[x], s[x+1+n]) {
 				return true
 			}
@@ -290,12 +390,38 @@ func (m *machine) breakAfter(s string, b int) bool {
 	z, hi := b, min(len(s), b+m.reach+1)
 	for z < hi && encChars[s[z]] {
 		z++
-		if z-b == longWalk && !hasBreakByte(s[z:min(len(s), hi+breakMargin)]) {
+		// A break that starts at hi or before has a newline byte or a
+		// backslash at most breakMargin bytes after hi, or starts with a
+		// space or a tab at hi or before.
+		if z-b == longWalk && !hasBreakByte(s[z:min(len(s), hi+breakMargin)]) && !hasIndentByte(s[z:min(len(s), hi+1)]) {
 			return false
 		}
 	}
 	return z < len(s) && innerBreak(s, z) > 0
 }
+
+// hasIndentByte reports whether s holds a space or a tab.
+func hasIndentByte(s string) bool {
+	return strings.IndexByte(s, ' ') >= 0 || strings.IndexByte(s, '\t') >= 0
+}
+
+// splitAtSpace reports whether s[i] may be the first byte of a breakable
+// form's pair that a line break starting with a space or a tab splits:
+// the first byte of such a pair, followed by a space or a tab and another
+// byte a line break may hold (one that starts a piece of one). In text the
+// space after a word is followed by the next word, so the scan seldom
+// stops there. s[i+1] must exist. It is not inlined, to keep the loops
+// of machine.next, which call it where no prefilter pair is, as short as
+// they are without it.
+//
+//go:noinline
+func (m *machine) splitAtSpace(s string, i int) bool {
+	return isIndent(s[i+1]) && i+2 < len(s) && breakStart[s[i+2]] && m.encPre[s[i]] != 0
+}
+
+// breakStart holds the first bytes of the pieces of a line break: a
+// newline's, a space, a tab and a backslash.
+var breakStart = [256]bool{'\n': true, '\r': true, '\\': true, ' ': true, '\t': true}
 
 // hasBreakByte reports whether s holds a '\n' or a '\\', which every line
 // break holds.
@@ -314,23 +440,16 @@ func (m *machine) scanBreaks(s string, a, b int, ls *lineScan) {
 	// the line breaks between them, and the piece of a break a may lie in;
 	// the text before ls.done has been looked at already.
 	lo := max(a, ls.done)
-	for k := m.reach + 1 + breakMargin + maxIndent; k > 0 && lo > ls.done; {
+	for k := m.reach + 1 + maxBreak; k > 0 && lo > ls.done; {
 		if n := breakEndingAt(s, lo); n > 0 {
 			lo -= n
 			continue
 		}
-		if c := s[lo-1]; encChars[c] || c == '\n' || c == '\r' || c == '\\' {
-			lo--
-			k--
-			continue
-		}
-		// Spaces and tabs only as the indentation after a newline.
-		i := lo - indentBefore(s, lo)
-		if i == lo || i == 0 || s[i-1] != '\n' && (s[i-1] != 'n' || i < 2 || s[i-2] != '\\') {
+		if c := s[lo-1]; !encChars[c] && !breakStart[c] {
 			break
 		}
-		k -= lo - i
-		lo = i
+		lo--
+		k--
 	}
 	lo = max(lo, ls.done)
 	hi := min(len(s), b+m.reach+breakMargin)

@@ -236,9 +236,9 @@ func TestBrokenFormsInLongEncodedTexts(t *testing.T) {
 
 // TestLineBreaksNeverJoinOtherForms: a raw or escaped value is never found
 // across a line break, and an encoded form only across one break between
-// two encoding characters, indented or not, not across a blank line, a
-// space before the break, or a bare CR; and text with line breaks but no
-// secret comes back as it is, without allocating.
+// two encoding characters, indented or not, with blank lines or spaces
+// before the newline or not, but not across a bare CR; and text with line
+// breaks but no secret comes back as it is, without allocating.
 func TestLineBreaksNeverJoinOtherForms(t *testing.T) {
 	secret := "plainAlnum1234"
 	r := mustNew(t, Secret{"S", secret}, Secret{"T", `tok"en-quote`})
@@ -258,11 +258,11 @@ func TestLineBreaksNeverJoinOtherForms(t *testing.T) {
 		}
 	}
 	// An encoded form is found across one line break between two of its
-	// characters, and across nothing more.
+	// characters, and across nothing else.
 	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
 	lo, hi := span(lineEncodings[0], 5, len(secret))
 	for _, nl := range append(newlines, "\n\n", " \n", "\n ", "\r\n\r\n", `\n\n`, "\n\t", "\r") {
-		joins := slices.Contains(newlines, nl) || nl == "\n " || nl == "\n\t"
+		joins := nl != "\r"
 		for k := 1; k < len(e); k++ {
 			text, want := broken(e, lo, hi, same(nl), func(j int) bool { return j == k })
 			if !joins && k > lo && k < hi {
@@ -315,14 +315,25 @@ func difference(got, want string) string {
 // one only after an escaped one.
 var indents = []string{" ", "    ", "\t", " \t", `\t`, `\t\t `}
 
-// breakUp writes f with a line break, of a kind chosen at random and
+// breakUp writes f with a line break, of a kind chosen at random, with
+// spaces before the newline or not, a blank line after it or not, and
 // indented or not, after every few characters, at random.
 func breakUp(rng *rand.Rand, f string) string {
 	var b strings.Builder
 	w := 1 + rng.IntN(12)
 	for k := range len(f) {
 		if k > 0 && (k%w == 0 || rng.IntN(16) == 0) {
-			b.WriteString(newlines[rng.IntN(len(newlines))])
+			if rng.IntN(6) == 0 {
+				b.WriteString(indents[rng.IntN(len(indents))])
+			}
+			nl := newlines[rng.IntN(len(newlines))]
+			b.WriteString(nl)
+			if rng.IntN(6) == 0 {
+				if rng.IntN(2) == 0 {
+					b.WriteString(indents[rng.IntN(len(indents))])
+				}
+				b.WriteString(nl)
+			}
 			if rng.IntN(3) == 0 {
 				b.WriteString(indents[rng.IntN(len(indents))])
 			}
@@ -334,8 +345,9 @@ func breakUp(rng *rand.Rand, f string) string {
 
 // TestBrokenFormsAgainstTheReference compares the Redactor with
 // naiveRedact on random secrets that share bytes, in texts made of their
-// encoded forms broken into lines at random, indented or not, pieces of them, raw forms and
-// random bytes, encoding characters and line breaks among them.
+// encoded forms broken into lines at random (indented or not, with spaces
+// before the newline and blank lines or not), pieces of them, raw forms
+// and random bytes, encoding characters and line breaks among them.
 func TestBrokenFormsAgainstTheReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	const alphabet = "ab1\"\\< \n+/"
@@ -546,10 +558,10 @@ func TestBrokenFormsDoNotStartInsideABreak(t *testing.T) {
 
 // TestIndentedBreaksNeverJoinOtherForms: a raw or escaped value is never
 // found across an indented line break; an encoded form is found across an
-// indentation of maxIndent bytes but not a longer one, nor across a blank
-// line, spaces before the newline, or `\t` after a newline that is not
-// escaped; and indented encoded lines with no secret come back as they
-// are, without allocating.
+// indentation of maxIndent bytes but not a longer one, nor across `\t`
+// after a newline that is not escaped or a bare CR, and is found across
+// blank lines and spaces before the newline too; and indented encoded
+// lines with no secret come back as they are, without allocating.
 func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
 	secret := "plainAlnum1234"
 	// T does not start with a t: after `\t` it would be whole.
@@ -578,9 +590,9 @@ func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
 		{"\n" + strings.Repeat(" ", maxIndent), true}, {"\n" + strings.Repeat(" ", maxIndent+1), false},
 		{"\n" + strings.Repeat("\t", maxIndent), true}, {"\n" + strings.Repeat("\t", maxIndent) + " ", false},
 		{`\n` + strings.Repeat(`\t`, maxIndent/2), true}, {`\n` + strings.Repeat(`\t`, maxIndent/2) + " ", false},
-		{"\n    ", true}, {"\n    \n    ", false}, {`\n  `, true}, {`\n  \n  `, false},
-		{"\n  ", true}, {"  \n  ", false}, {"\r\n\t", true}, {" \r\n\t", false}, {"\r  ", false},
-		{`\n\t`, true}, {`\t\n\t`, false}, {"\n" + `\t`, false},
+		{"\n    ", true}, {"\n    \n    ", true}, {`\n  `, true}, {`\n  \n  `, true},
+		{"\n  ", true}, {"  \n  ", true}, {"\r\n\t", true}, {" \r\n\t", true}, {"\r  ", false},
+		{`\n\t`, true}, {`\t\n\t`, true}, {"\n" + `\t`, false},
 	} {
 		for k := lo + 1; k < hi; k++ {
 			text, want := broken(e, lo, hi, same(tt.nl), func(j int) bool { return j == k })
@@ -610,5 +622,225 @@ func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = r.String(text) }); n != 0 {
 		t.Errorf("String allocates %v times on indented lines with no secret", n)
+	}
+}
+
+// trailingBreaks are line breaks with spaces or tabs before the newline,
+// as editors, copy and paste or fold leave them, in text and in a JSON
+// string, some with the next line's indentation too, up to the most
+// whitespace before a newline that counts.
+var trailingBreaks = []string{
+	" \n", "  \n", "\t\n", " \t \n", " \r\n", "   \r\n", "\t\r\n  ",
+	` \n`, `  \r\n`, `\t\n`, "\t" + `\n`, ` \t\n\t`, `  \r\n  `,
+	strings.Repeat(" ", maxLead) + "\n", strings.Repeat(`\t`, maxLead/2) + `\n`,
+}
+
+// blankBreaks are line breaks with one or two blank lines in them, empty
+// or holding spaces and tabs, in text and in a JSON string, up to the
+// longest stretch before the last newline that counts.
+var blankBreaks = []string{
+	"\n\n", "\n\n\n", "\r\n\r\n", "\r\n\r\n\r\n", "\n  \n", "\n\t\n\t", " \n \n ", "\r\n  \r\n  ",
+	`\n\n`, `\n\n\n`, `\r\n\r\n`, `\n  \n  `, `\n\t\n\t`, `\r\n\t\r\n\t`, ` \n\t \n `,
+	strings.Repeat("\n", maxLead+1), strings.Repeat("\r\n", maxLead/2) + "\r\n    ",
+	"\n" + strings.Repeat(" ", maxLead-1) + "\n" + strings.Repeat(" ", maxIndent),
+}
+
+// TestTrailingWhitespaceBreaksAreRedacted: a secret in base64, base32 or
+// hex broken into lines that end in spaces or tabs, at widths from 1 to
+// 76, at several offsets inside a longer encoded text, loses exactly the
+// characters made of its bits alone; the breaks between them follow the
+// placeholder with their whitespace, and every other line stays as it was.
+func TestTrailingWhitespaceBreaksAreRedacted(t *testing.T) {
+	checkBrokenForms(t, brokenCases{
+		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
+		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
+		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: trailingBreaks, head: "data:",
+	})
+}
+
+// TestBlankLineBreaksAreRedacted: the same with blank lines between the
+// encoded lines.
+func TestBlankLineBreaksAreRedacted(t *testing.T) {
+	checkBrokenForms(t, brokenCases{
+		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
+		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
+		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: blankBreaks, head: "data:",
+	})
+}
+
+// TestLongBreaksAnywhereAreFound puts the first line break with trailing
+// whitespace or a blank line at every place of every line width, and
+// breaks lines at random widths, each break of a kind of its own.
+func TestLongBreaksAnywhereAreFound(t *testing.T) {
+	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
+	r := mustNew(t, Secret{"S", secret})
+	raw := []string{"\n", " \n", "\t\n  ", "  \r\n", "\n\n", "\r\n \r\n ", " \n\t\n\t", strings.Repeat(" ", 40) + "\n"}
+	escaped := []string{`\n`, ` \n`, `\t\n`, `\t\n\t`, `\n\n`, `\r\n  \r\n  `, ` \n\n `}
+	for _, enc := range lineEncodings {
+		e := enc.encode([]byte("us" + secret + "!"))
+		lo, hi := span(enc, 2, len(secret))
+		for _, w := range []int{1, 2, 7, 19, 33, 64, 76} {
+			for first := 1; first <= w; first++ {
+				for _, nl := range []string{"  \n", "\t\r\n\t", "\n\n  ", ` \n`, `\t\n\n\t`} {
+					text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k >= first && (k-first)%w == 0 })
+					if got := r.String(text); got != want {
+						t.Fatalf("%s, width %d, first line %d, %q:\n got %q\nwant %q", enc.name, w, first, nl, got, want)
+					}
+				}
+			}
+		}
+		rng := rand.New(rand.NewPCG(13, 14))
+		for iter := range 500 {
+			breaks := raw
+			if iter%2 == 1 {
+				breaks = escaped
+			}
+			cuts := map[int]string{}
+			for k := 1 + rng.IntN(20); k < len(e); k += 1 + rng.IntN(20) {
+				cuts[k] = breaks[rng.IntN(len(breaks))]
+			}
+			text, want := broken(e, lo, hi, func(k int) string { return cuts[k] }, func(k int) bool { return cuts[k] != "" })
+			if got := r.String(text); got != want {
+				t.Fatalf("%s, breaks %v:\n got %q\nwant %q", enc.name, cuts, got, want)
+			}
+		}
+	}
+}
+
+// TestLongBreaksExamples: base64 with trailing spaces, as fold and editors
+// leave it, with CRLF and trailing spaces, with blank lines, in a JSON
+// string, and hex with a blank line holding spaces.
+func TestLongBreaksExamples(t *testing.T) {
+	r := mustNew(t, Secret{"S", "plainAlnum1234"})
+	tests := []struct{ name, text, want string }{
+		{"base64, trailing spaces", // base64 of "user:plainAlnum1234"
+			"dXNlcjpwbGFp  \nbkFsbnVtMTIz \nNA==\n",
+			"dXNlcjp[REDACTED:S]  \n \nA==\n"},
+		{"base64, trailing tabs", "dXNlcjpwbGFp\t\nbkFsbnVtMTIz\t\t\nNA==",
+			"dXNlcjp[REDACTED:S]\t\n\t\t\nA=="},
+		{"base64, CRLF and trailing spaces", "dXNlcjpwbGFpbkFs \r\nbnVtMTIzNA==",
+			"dXNlcjp[REDACTED:S] \r\nA=="},
+		{"base64, a blank line", "dXNlcjpwbGFp\n\nbkFsbnVtMTIz\n\nNA==",
+			"dXNlcjp[REDACTED:S]\n\n\n\nA=="},
+		{"base64, two blank lines with spaces", "  dXNlcjpwbGFp\n  \n \t\n  bkFsbnVtMTIzNA==",
+			"  dXNlcjp[REDACTED:S]\n  \n \t\n  A=="},
+		{"base64 in JSON, trailing spaces and a blank line",
+			`{"auth":"dXNlcjpwbGFp  \n\n\tbkFsbnVtMTIz\t\n\tNA=="}`,
+			`{"auth":"dXNlcjp[REDACTED:S]  \n\n\t\t\n\tA=="}`},
+		{"hex, a blank line holding spaces", "706c61696e   \r\n   \r\n416c6e756d31323334 ok",
+			"[REDACTED:S]   \r\n   \r\n ok"},
+	}
+	for _, tt := range tests {
+		if got := r.String(tt.text); got != tt.want {
+			t.Errorf("%s: String(%q)\n got %q\nwant %q", tt.name, tt.text, got, tt.want)
+		}
+	}
+}
+
+// TestLongBreaksNeverJoinOtherForms: a raw or escaped value is never
+// found across a line break with trailing whitespace or blank lines; an
+// encoded form is found across maxLead bytes before the last newline but
+// not across more, nor across whitespace after the last newline longer
+// than maxIndent, nor across raw and escaped newlines mixed, nor `\t`
+// around a newline that is not escaped.
+func TestLongBreaksNeverJoinOtherForms(t *testing.T) {
+	secret := "plainAlnum1234"
+	r := mustNew(t, Secret{"S", secret}, Secret{"T", `pass"w-quote`})
+	escaped := jsonStyles[0].escape(`pass"w-quote`)
+	for _, nl := range append(slices.Clone(trailingBreaks), blankBreaks...) {
+		for k := 1; k < len(secret); k++ {
+			for _, text := range []string{secret[:k] + nl + secret[k:], "x:" + nl + secret[:k] + nl + secret[k:] + " y"} {
+				if got := r.String(text); got != text {
+					t.Errorf("String(%q) = %q, want it unchanged", text, got)
+				}
+			}
+		}
+		for k := 1; k < len(escaped); k++ {
+			if text := `{"k":"` + escaped[:k] + nl + escaped[k:] + `"}`; r.String(text) != text {
+				t.Errorf("String(%q) = %q, want it unchanged", text, r.String(text))
+			}
+		}
+	}
+	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
+	lo, hi := span(lineEncodings[0], 5, len(secret))
+	for _, tt := range []struct {
+		nl    string
+		joins bool
+	}{
+		{strings.Repeat(" ", maxLead) + "\n", true}, {strings.Repeat(" ", maxLead+1) + "\n", false},
+		{strings.Repeat("\t", maxLead) + "\r\n", true}, {strings.Repeat("\t", maxLead+1) + "\r\n", false},
+		{strings.Repeat(`\t`, maxLead/2) + `\n`, true}, {" " + strings.Repeat(`\t`, maxLead/2) + `\n`, false},
+		{strings.Repeat("\n", maxLead+1), true}, {strings.Repeat("\n", maxLead+2), false},
+		{strings.Repeat(`\n`, maxLead/2+1), true}, {strings.Repeat(`\n`, maxLead/2+2), false},
+		{"\n" + strings.Repeat(" ", maxLead-1) + "\n", true}, {"\n" + strings.Repeat(" ", maxLead) + "\n", false},
+		{" \n" + strings.Repeat(" ", maxIndent), true}, {" \n" + strings.Repeat(" ", maxIndent+1), false},
+		{"\n\n" + strings.Repeat(" ", maxIndent), true}, {"\n\n" + strings.Repeat(" ", maxIndent+1), false},
+		{"\n" + `\n`, false}, {`\n` + "\n", false}, {" \r \n", false}, {"\n\r\n\r", false},
+		{`\t` + "\n", false}, {"\n" + `\t` + "\n", false}, {" \n\r", false},
+	} {
+		for k := lo + 1; k < hi; k++ {
+			text, want := broken(e, lo, hi, same(tt.nl), func(j int) bool { return j == k })
+			if !tt.joins {
+				want = text
+			}
+			if got := r.String(text); got != want {
+				t.Errorf("String(%q) = %q, want %q", text, got, want)
+			}
+		}
+	}
+}
+
+// TestBreakHelpersAgreeWithInnerBreak checks, on random texts of encoding
+// characters and the bytes of line breaks, the helpers that find breaks
+// from their ends or from a place inside a text against innerBreak, which
+// says what a break is: breakEndingAt returns the longest break that ends
+// at a place, and nextInnerBreak the first break that starts in a range
+// and lies inside no longer break that starts before it.
+func TestBreakHelpersAgreeWithInnerBreak(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	const alphabet = "ab\\nrt \t\n\r"
+	for range 20000 {
+		b := make([]byte, 1+rng.IntN(40))
+		for k := range b {
+			b[k] = alphabet[rng.IntN(len(alphabet))]
+		}
+		s := string(b)
+		if rng.IntN(4) == 0 { // long stretches of whitespace too
+			k := rng.IntN(len(s))
+			s = s[:k] + strings.Repeat(" \t"[rng.IntN(2):][:1], maxLead-4+rng.IntN(8)) + s[k:]
+		}
+		// covered[b] holds when a break starts before b and reaches past it.
+		covered := make([]bool, len(s)+1)
+		for b := range len(s) {
+			if n := innerBreak(s, b); n > 0 {
+				for x := b + 1; x < b+n; x++ {
+					covered[x] = true
+				}
+			}
+		}
+		for e := range len(s) + 1 {
+			want := 0
+			for b := e - 1; b >= 0; b-- {
+				if innerBreak(s, b) == e-b {
+					want = e - b
+				}
+			}
+			if got := breakEndingAt(s, e); got != want {
+				t.Fatalf("breakEndingAt(%q, %d) = %d, want %d", s, e, got, want)
+			}
+		}
+		for lo := range len(s) + 1 {
+			hi := lo + rng.IntN(len(s)+1-lo)
+			want := -1
+			for b := lo; b < hi; b++ {
+				if innerBreak(s, b) > 0 && !covered[b] {
+					want = b
+					break
+				}
+			}
+			if got := nextInnerBreak(s, lo, hi); got != want {
+				t.Fatalf("nextInnerBreak(%q, %d, %d) = %d, want %d", s, lo, hi, got, want)
+			}
+		}
 	}
 }

@@ -103,8 +103,10 @@ func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 		k := pairBit(p[0], p[1])
 		m.encPairs[k>>6] |= 1 << (k & 63)
 		// A line break can fall between the two bytes of the pair: the
-		// first byte followed by the first byte of a line break is a
-		// prefilter pair too (see breakNear).
+		// first byte followed by the first byte of a newline is a
+		// prefilter pair too (see breakNear), and followed by a space or
+		// a tab that starts a line break a stop of the scan (see
+		// splitAtSpace).
 		for _, c := range []byte{'\n', '\r', '\\'} {
 			k := pairBit(p[0], c)
 			m.pairs[k>>6] |= 1 << (k & 63)
@@ -349,7 +351,7 @@ func (m *machine) scanEncoded(text string, ms []match) []match {
 		fewp = nil
 	}
 	for pos < n {
-		i := m.next(text, pos, fewp)
+		i := m.next(text, pos, fewp, false)
 		if i < 0 {
 			break
 		}
@@ -375,16 +377,29 @@ func (m *machine) scanEncoded(text string, ms []match) []match {
 }
 
 // scanFor is scan; with ls, it also looks for broken occurrences near
-// each place it runs the automaton over, and records them in ls.
+// each place it runs the automaton over, and near each pair of a
+// breakable form split by a line break that starts with a space or a tab,
+// and records them in ls.
 func (m *machine) scanFor(text string, ms []match, ls *lineScan) []match {
 	n := len(text)
 	pos := 0
+	search := 0 // where to look for the next stop, at or after pos
 	var few fewCursors
 	few.reset()
 	for pos < n {
-		i := m.next(text, pos, &few)
+		i := m.next(text, search, &few, ls != nil)
 		if i < 0 {
 			break
+		}
+		if c := text[i+1]; isIndent(c) && !m.isPair(text[i], c) {
+			// A stop for a pair split by a line break that starts with a
+			// space or a tab (see splitAtSpace), which is no pattern's
+			// pair: the automaton does not run, and pos stays where it is.
+			if k := innerBreak(text, i+1); k > 0 && m.isEncPair(text[i], text[i+1+k]) && i+1+m.reach+breakMargin > ls.done {
+				m.scanBreaks(text, i, i+1, ls)
+			}
+			search = i + 1
+			continue
 		}
 		j := max(pos, i-m.lookback[uint16(text[i])<<8|uint16(text[i+1])])
 		from := j
@@ -405,7 +420,7 @@ func (m *machine) scanFor(text string, ms []match, ls *lineScan) []match {
 		if ls != nil && j+m.reach+breakMargin > ls.done && m.mayBreak(text, i, from, j) {
 			m.scanBreaks(text, from, j, ls)
 		}
-		pos = j
+		pos, search = j, j
 	}
 	return ms
 }
@@ -428,8 +443,9 @@ func (f *fewCursors) reset() {
 }
 
 // next returns the index of the first prefilter pair in text at or after
-// pos, or -1. Without few, it tests every byte.
-func (m *machine) next(text string, pos int, few *fewCursors) int {
+// pos, or -1; with split, also of the first place where splitAtSpace holds.
+// Without few, it tests every byte.
+func (m *machine) next(text string, pos int, few *fewCursors, split bool) int {
 	if m.preFew != nil && few != nil {
 		end := len(text) - 1 // a pair starts before the last byte
 		for pos < end {
@@ -448,7 +464,7 @@ func (m *machine) next(text string, pos int, few *fewCursors) int {
 			if best < 0 {
 				return -1
 			}
-			if m.isPair(text[best], text[best+1]) {
+			if m.isPair(text[best], text[best+1]) || split && isIndent(text[best+1]) && m.splitAtSpace(text, best) {
 				return best
 			}
 			pos = best + 1
@@ -462,7 +478,7 @@ func (m *machine) next(text string, pos int, few *fewCursors) int {
 			i += 4
 			continue
 		}
-		if pre[text[i]] != 0 && m.isPair(text[i], text[i+1]) {
+		if pre[text[i]] != 0 && (m.isPair(text[i], text[i+1]) || split && isIndent(text[i+1]) && m.splitAtSpace(text, i)) {
 			return i
 		}
 		i++

@@ -21,9 +21,11 @@
 // MIME and xxd -p write them at any width: with "\n" or "\r\n" between any
 // two of their characters, or `\n` or `\r\n` inside a JSON string, each
 // followed or not by the next line's indentation (up to 64 spaces and
-// tabs, or `\t` escapes inside a JSON string), as in a YAML block scalar
-// (see lines.go). No other form is found across a line break. The forms
-// are made once, when the [Redactor] is built.
+// tabs, or `\t` escapes inside a JSON string), as in a YAML block scalar,
+// and preceded or not by spaces and tabs at the end of the line and blank
+// lines (up to 64 bytes of them in all) (see lines.go). No other form is
+// found across a line break. The forms are made once, when the [Redactor]
+// is built.
 //
 // Secrets shorter than [MinLen] bytes are never redacted: replacing a one-
 // to three-byte value everywhere would garble unrelated text. [New] reports
@@ -46,8 +48,9 @@
 //
 // An encoded form found broken into lines is replaced from its first
 // character to its last, line breaks included, and the placeholders are
-// followed by those line breaks as they were written, indentation
-// included, so that every line after it keeps its place and indentation:
+// followed by those line breaks as they were written, indentation, blank
+// lines and spaces at the ends of lines included, so that every line after
+// it keeps its place and indentation:
 // base64 at 76 columns with the secret's characters from column 60 of one
 // line to column 14 of the next becomes the first 59 characters of the
 // line, the placeholder, the line break, and the rest of the next line

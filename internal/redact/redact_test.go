@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -120,33 +121,38 @@ func naiveRedact(secrets []Secret, text string) string {
 	return b.String()
 }
 
-// lineBreaks are the ways of writing a line break the Redactor knows, as
-// written in text and in a JSON string, without the indentation that may
-// follow.
+// lineBreaks are the ways of writing a newline the Redactor knows, as
+// written in text and in a JSON string.
 var lineBreaks = []string{"\r\n", "\n", `\r\n`, `\n`}
 
-// lineBreakAt returns the length of the line break at text[x:], or 0: one
-// of lineBreaks and the indentation after it, spaces and tabs, and `\t`
-// after an escaped one, as many as fit in 64 bytes.
+// The stretches a line break may be cut from: newlines as text writes
+// them, spaces and tabs; or newlines as a JSON string writes them, spaces,
+// tabs and `\t`.
+var (
+	rawStretch     = regexp.MustCompile(`^(?:[ \t]|\r?\n)+`)
+	escapedStretch = regexp.MustCompile(`^(?:[ \t]|\\t|(?:\\r)?\\n)+`)
+)
+
+// lineBreakAt returns the length of the line break at text[x:], or 0: the
+// longest stretch of one kind there, if it holds a newline, with at most 64
+// bytes before its last newline (spaces at the end of a line, blank lines)
+// and at most 64 after it (the indentation of the next line).
 func lineBreakAt(text string, x int) int {
-	for _, lb := range lineBreaks {
-		if !strings.HasPrefix(text[x:], lb) {
+	for _, k := range []struct {
+		re     *regexp.Regexp
+		cr, lf string
+	}{{rawStretch, "\r", "\n"}, {escapedStretch, `\r`, `\n`}} {
+		m := k.re.FindString(text[x:])
+		last := strings.LastIndex(m, k.lf)
+		if last < 0 {
 			continue
 		}
-		indents := []string{" ", "\t"}
-		if lb[0] == '\\' {
-			indents = append(indents, `\t`)
+		after := len(m) - last - len(k.lf)
+		if strings.HasSuffix(m[:last], k.cr) {
+			last -= len(k.cr)
 		}
-		n := len(lb)
-	indent:
-		for {
-			for _, in := range indents {
-				if n-len(lb)+len(in) <= 64 && strings.HasPrefix(text[x+n:], in) {
-					n += len(in)
-					continue indent
-				}
-			}
-			return n
+		if last <= 64 && after <= 64 {
+			return len(m)
 		}
 	}
 	return 0
@@ -186,7 +192,7 @@ func brokenAt(text string, i int, form string) int {
 	if breaks == 0 {
 		return -1
 	}
-	for x := max(0, i-len(`\r\n`)-64); x < i; x++ {
+	for x := max(0, i-64-len(`\r\n`)-64); x < i; x++ {
 		if x+inner(x) > i {
 			return -1
 		}
