@@ -63,6 +63,8 @@ func secretForms() map[string]string {
 		"hex, xxd -p lines (60)":         lines(hex.EncodeToString([]byte(strings.Repeat("x", 10)+trickySecret)), 60, "\n"),
 		"indented base64 lines (YAML)":   "key: |\n    " + lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("y", 30)+trickySecret)), 32, "\n    "),
 		"indented base64 (tab, CRLF)":    "\t" + lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("t", 20)+trickySecret)), 16, "\r\n\t"),
+		"base64 lines, trailing spaces":  lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("s", 25)+trickySecret)), 40, "  \n"),
+		"base64 lines, blank lines":      lines(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("b", 15)+trickySecret)), 24, "\r\n\r\n"),
 		"hex, colons":                    sepHex("\x00"+trickySecret+"\xff", ":", false),
 		"hex, spaces, upper":             sepHex(trickySecret, " ", true),
 		"hex, dashes, upper":             sepHex("ab"+trickySecret, "-", true),
