@@ -437,8 +437,9 @@ func hasBreakByte(s string) bool {
 func (m *machine) scanBreaks(s string, a, b int, ls *lineScan) {
 	// Every such occurrence starts at or after the place found by going
 	// back from a over as many encoding characters as a form can reach, and
-	// the line breaks between them, and the piece of a break a may lie in;
-	// the text before ls.done has been looked at already.
+	// the line breaks between them, and the piece of a break a may lie in
+	// (any bytes a break may hold, as many as the longest break has); the
+	// text before ls.done has been looked at already.
 	lo := max(a, ls.done)
 	for k := m.reach + 1 + maxBreak; k > 0 && lo > ls.done; {
 		if n := breakEndingAt(s, lo); n > 0 {

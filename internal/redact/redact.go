@@ -93,7 +93,8 @@
 // around them: 20 KB of base64 at 76 columns takes 76–100 µs instead of 20
 // with one secret, and 200–240 instead of 76 with ten; the same base64
 // with its lines indented takes about as long as without (388 µs and 386
-// with ten secrets). A text with line breaks, indented or not, and no secret is still
+// with ten secrets), and so does base64 with spaces at the ends of its
+// lines and blank lines between them (see docs/benchmarks.md). A text with line breaks, indented or not, and no secret is still
 // returned without allocating, for secrets of up to 127 bytes; for a
 // longer one, a long encoded run allocates its windows. The six forms in
 // hex with separators, three times as long as the secret, and the broken
