@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -33,6 +34,11 @@ func FuzzRedact(f *testing.F) {
 	// B's broken hex inside A's escaped form, whose n the last `\n` written
 	// after B's placeholder then is.
 	f.Add("n\xa8\xfc0000000000", "000000Z", "0000000000000", uint8(31))
+	// B's hex broken into twelve lines between the space and the rest of
+	// A: the breaks written after B's placeholder make one stretch longer
+	// than a break, whose last space and A's rest spell A, which the text
+	// never held.
+	f.Add(" 0000", "000000000000*", "", uint8('$'))
 	f.Add("\x00\x01\x02\x03\x04\x05\x06", "de:ad:be:ef", "00:01:02:03:04:05:06 ...", uint8(4))
 	f.Fuzz(func(t *testing.T, a, b, text string, k uint8) {
 		// Long inputs only slow the reference down.
@@ -114,6 +120,52 @@ func FuzzRedact(f *testing.F) {
 	})
 }
 
+// writtenBreaks returns the length of the line breaks at out[x:] that a
+// placeholder may be followed by: one break, or several written one after
+// the other, which make stretches (see lineBreakAt) that may be longer
+// than a single break can be. Each break holds a newline, so a stretch has
+// no more than 64 bytes before its first newline and after its last, and
+// no more than 128 between two of its newlines (the indentation of one
+// break and what the next holds before its newline).
+func writtenBreaks(out string, x int) int {
+	n := 0
+	for {
+		k := stretchOfBreaks(out[x+n:])
+		if k == 0 {
+			return n
+		}
+		n += k
+	}
+}
+
+// stretchOfBreaks returns the length of the stretch of one kind at the
+// start of s that breaks written one after the other may make, or 0.
+func stretchOfBreaks(s string) int {
+	for _, k := range []struct {
+		re *regexp.Regexp
+		lf string
+	}{{rawStretch, "\n"}, {escapedStretch, `\n`}} {
+		m := k.re.FindString(s)
+		first, last := strings.Index(m, k.lf), strings.LastIndex(m, k.lf)
+		if first < 0 || first > 64 || len(m)-last-len(k.lf) > 64 {
+			continue
+		}
+		ok := true
+		for rest := m[first+len(k.lf):]; ok; {
+			next := strings.Index(rest, k.lf)
+			if next < 0 {
+				break
+			}
+			ok = next <= 128
+			rest = rest[next+len(k.lf):]
+		}
+		if ok {
+			return len(m)
+		}
+	}
+	return 0
+}
+
 // leak returns where form occurs in out without overlapping a placeholder
 // or the line breaks right after one, or -1. Those breaks are the ones a
 // broken occurrence had inside it, written back after its placeholder (see
@@ -143,15 +195,8 @@ func leak(out, form string) int {
 				for x := p; x <= p+e; x++ {
 					masked[x] = true
 				}
-				for x := p + e + 1; x < len(out); {
-					n := lineBreakAt(out, x)
-					if n == 0 {
-						break
-					}
-					for ; n > 0; n-- {
-						masked[x] = true
-						x++
-					}
+				for x := p + e + 1; x < p+e+1+writtenBreaks(out, p+e+1); x++ {
+					masked[x] = true
 				}
 				j = p + 1
 			}
