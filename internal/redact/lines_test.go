@@ -446,16 +446,36 @@ func TestIndentedEncodedFormsAreRedacted(t *testing.T) {
 // every place of every line width, and breaks lines at random widths, each
 // line with an indentation of its own or none.
 func TestIndentedBreaksAnywhereAreFound(t *testing.T) {
+	checkBreaksAnywhere(t, anywhereCases{
+		fixed:   []string{"\n   ", "\r\n\t", `\n  `, `\n\t`},
+		raw:     []string{"\n", "\r\n", "\n  ", "\n\t", "\r\n    ", "\n \t ", "\n" + strings.Repeat("\t", 20)},
+		escaped: []string{`\n`, `\r\n`, `\n  `, `\n\t`, `\r\n\t\t`, `\n` + "\t", `\n \t`},
+		seed:    11,
+	})
+}
+
+// anywhereCases are the breaks checkBreaksAnywhere puts into a secret's
+// encoded forms: each of fixed at every line width, from every place of the
+// first line on, and raw or escaped ones at random places, drawn from a
+// generator seeded with seed.
+type anywhereCases struct {
+	fixed, raw, escaped []string
+	seed                uint64
+}
+
+// checkBreaksAnywhere breaks the line encodings of a secret inside a
+// longer text with c's breaks and checks that what is made of the
+// secret's bits alone is redacted, the breaks following the placeholder.
+func checkBreaksAnywhere(t *testing.T, c anywhereCases) {
+	t.Helper()
 	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
 	r := mustNew(t, Secret{"S", secret})
-	raw := []string{"\n", "\r\n", "\n  ", "\n\t", "\r\n    ", "\n \t ", "\n" + strings.Repeat("\t", 20)}
-	escaped := []string{`\n`, `\r\n`, `\n  `, `\n\t`, `\r\n\t\t`, `\n` + "\t", `\n \t`}
 	for _, enc := range lineEncodings {
 		e := enc.encode([]byte("us" + secret + "!"))
 		lo, hi := span(enc, 2, len(secret))
 		for _, w := range []int{1, 2, 7, 19, 33, 64, 76} {
 			for first := 1; first <= w; first++ {
-				for _, nl := range []string{"\n   ", "\r\n\t", `\n  `, `\n\t`} {
+				for _, nl := range c.fixed {
 					text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k >= first && (k-first)%w == 0 })
 					if got := r.String(text); got != want {
 						t.Fatalf("%s, width %d, first line %d, %q:\n got %q\nwant %q", enc.name, w, first, nl, got, want)
@@ -463,11 +483,11 @@ func TestIndentedBreaksAnywhereAreFound(t *testing.T) {
 				}
 			}
 		}
-		rng := rand.New(rand.NewPCG(11, 12))
+		rng := rand.New(rand.NewPCG(c.seed, c.seed+1))
 		for iter := range 500 {
-			breaks := raw
+			breaks := c.raw
 			if iter%2 == 1 {
-				breaks = escaped
+				breaks = c.escaped
 			}
 			cuts := map[int]string{}
 			for k := 1 + rng.IntN(20); k < len(e); k += 1 + rng.IntN(20) {
@@ -672,39 +692,12 @@ func TestBlankLineBreaksAreRedacted(t *testing.T) {
 // whitespace or a blank line at every place of every line width, and
 // breaks lines at random widths, each break of a kind of its own.
 func TestLongBreaksAnywhereAreFound(t *testing.T) {
-	secret := "sk-proj-Xq7vB2mK9pL4nR8tW1yZ3aC6dF0gH5jQ"
-	r := mustNew(t, Secret{"S", secret})
-	raw := []string{"\n", " \n", "\t\n  ", "  \r\n", "\n\n", "\r\n \r\n ", " \n\t\n\t", strings.Repeat(" ", 40) + "\n"}
-	escaped := []string{`\n`, ` \n`, `\t\n`, `\t\n\t`, `\n\n`, `\r\n  \r\n  `, ` \n\n `}
-	for _, enc := range lineEncodings {
-		e := enc.encode([]byte("us" + secret + "!"))
-		lo, hi := span(enc, 2, len(secret))
-		for _, w := range []int{1, 2, 7, 19, 33, 64, 76} {
-			for first := 1; first <= w; first++ {
-				for _, nl := range []string{"  \n", "\t\r\n\t", "\n\n  ", ` \n`, `\t\n\n\t`} {
-					text, want := broken(e, lo, hi, same(nl), func(k int) bool { return k >= first && (k-first)%w == 0 })
-					if got := r.String(text); got != want {
-						t.Fatalf("%s, width %d, first line %d, %q:\n got %q\nwant %q", enc.name, w, first, nl, got, want)
-					}
-				}
-			}
-		}
-		rng := rand.New(rand.NewPCG(13, 14))
-		for iter := range 500 {
-			breaks := raw
-			if iter%2 == 1 {
-				breaks = escaped
-			}
-			cuts := map[int]string{}
-			for k := 1 + rng.IntN(20); k < len(e); k += 1 + rng.IntN(20) {
-				cuts[k] = breaks[rng.IntN(len(breaks))]
-			}
-			text, want := broken(e, lo, hi, func(k int) string { return cuts[k] }, func(k int) bool { return cuts[k] != "" })
-			if got := r.String(text); got != want {
-				t.Fatalf("%s, breaks %v:\n got %q\nwant %q", enc.name, cuts, got, want)
-			}
-		}
-	}
+	checkBreaksAnywhere(t, anywhereCases{
+		fixed:   []string{"  \n", "\t\r\n\t", "\n\n  ", ` \n`, `\t\n\n\t`},
+		raw:     []string{"\n", " \n", "\t\n  ", "  \r\n", "\n\n", "\r\n \r\n ", " \n\t\n\t", strings.Repeat(" ", 40) + "\n"},
+		escaped: []string{`\n`, ` \n`, `\t\n`, `\t\n\t`, `\n\n`, `\r\n  \r\n  `, ` \n\n `},
+		seed:    13,
+	})
 }
 
 // TestLongBreaksExamples: base64 with trailing spaces, as fold and editors
