@@ -429,6 +429,15 @@ var indentedBreaks = []string{
 	"\n" + strings.Repeat(" ", maxIndent), `\n` + strings.Repeat(`\t`, maxIndent/2),
 }
 
+// brokenSecrets, brokenPrefixes and brokenWidths are the secrets, the
+// encoded text before them and the line widths the tests of breaks with
+// whitespace around them break encoded forms with (see checkBrokenForms).
+var (
+	brokenSecrets  = []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"}
+	brokenPrefixes = []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"}
+	brokenWidths   = []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}
+)
+
 // TestIndentedEncodedFormsAreRedacted: a secret in base64, base32 or hex
 // broken into lines that are indented, at widths from 1 to 76, at several
 // offsets inside a longer encoded text, loses exactly the characters made
@@ -436,9 +445,7 @@ var indentedBreaks = []string{
 // their indentation, and every other line stays as it was.
 func TestIndentedEncodedFormsAreRedacted(t *testing.T) {
 	checkBrokenForms(t, brokenCases{
-		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
-		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
-		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: indentedBreaks, head: "key: |",
+		secrets: brokenSecrets, prefixes: brokenPrefixes, widths: brokenWidths, breaks: indentedBreaks, head: "key: |",
 	})
 }
 
@@ -576,18 +583,13 @@ func TestBrokenFormsDoNotStartInsideABreak(t *testing.T) {
 	}
 }
 
-// TestIndentedBreaksNeverJoinOtherForms: a raw or escaped value is never
-// found across an indented line break; an encoded form is found across an
-// indentation of maxIndent bytes but not a longer one, nor across `\t`
-// after a newline that is not escaped or a bare CR, and is found across
-// blank lines and spaces before the newline too; and indented encoded
-// lines with no secret come back as they are, without allocating.
-func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
-	secret := "plainAlnum1234"
-	// T does not start with a t: after `\t` it would be whole.
-	r := mustNew(t, Secret{"S", secret}, Secret{"T", `pass"w-quote`})
-	escaped := jsonStyles[0].escape(`pass"w-quote`)
-	for _, nl := range indentedBreaks {
+// checkValuesNotJoined checks that neither secret nor the JSON-escaped
+// form of other is found across any of breaks: each text with one inside
+// comes back as it is.
+func checkValuesNotJoined(t *testing.T, r *Redactor, secret, other string, breaks []string) {
+	t.Helper()
+	escaped := jsonStyles[0].escape(other)
+	for _, nl := range breaks {
 		for k := 1; k < len(secret); k++ {
 			for _, text := range []string{secret[:k] + nl + secret[k:], "x:" + nl + secret[:k] + nl + secret[k:] + " y"} {
 				if got := r.String(text); got != text {
@@ -601,19 +603,23 @@ func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
 			}
 		}
 	}
+}
+
+// joinCase is a line break and whether an encoded form is found across it.
+type joinCase struct {
+	nl    string
+	joins bool
+}
+
+// checkJoins breaks the base64 of "user:"+secret with one of each case's
+// break at every place inside the secret's part, and checks that the part
+// is redacted across a break that joins and left as it is across one that
+// does not.
+func checkJoins(t *testing.T, r *Redactor, secret string, cases []joinCase) {
+	t.Helper()
 	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
 	lo, hi := span(lineEncodings[0], 5, len(secret))
-	for _, tt := range []struct {
-		nl    string
-		joins bool
-	}{
-		{"\n" + strings.Repeat(" ", maxIndent), true}, {"\n" + strings.Repeat(" ", maxIndent+1), false},
-		{"\n" + strings.Repeat("\t", maxIndent), true}, {"\n" + strings.Repeat("\t", maxIndent) + " ", false},
-		{`\n` + strings.Repeat(`\t`, maxIndent/2), true}, {`\n` + strings.Repeat(`\t`, maxIndent/2) + " ", false},
-		{"\n    ", true}, {"\n    \n    ", true}, {`\n  `, true}, {`\n  \n  `, true},
-		{"\n  ", true}, {"  \n  ", true}, {"\r\n\t", true}, {" \r\n\t", true}, {"\r  ", false},
-		{`\n\t`, true}, {`\t\n\t`, true}, {"\n" + `\t`, false},
-	} {
+	for _, tt := range cases {
 		for k := lo + 1; k < hi; k++ {
 			text, want := broken(e, lo, hi, same(tt.nl), func(j int) bool { return j == k })
 			if !tt.joins {
@@ -624,6 +630,27 @@ func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestIndentedBreaksNeverJoinOtherForms: a raw or escaped value is never
+// found across an indented line break; an encoded form is found across an
+// indentation of maxIndent bytes but not a longer one, nor across `\t`
+// after a newline that is not escaped or a bare CR, and is found across
+// blank lines and spaces before the newline too; and indented encoded
+// lines with no secret come back as they are, without allocating.
+func TestIndentedBreaksNeverJoinOtherForms(t *testing.T) {
+	secret := "plainAlnum1234"
+	// T does not start with a t: after `\t` it would be whole.
+	r := mustNew(t, Secret{"S", secret}, Secret{"T", `pass"w-quote`})
+	checkValuesNotJoined(t, r, secret, `pass"w-quote`, indentedBreaks)
+	checkJoins(t, r, secret, []joinCase{
+		{"\n" + strings.Repeat(" ", maxIndent), true}, {"\n" + strings.Repeat(" ", maxIndent+1), false},
+		{"\n" + strings.Repeat("\t", maxIndent), true}, {"\n" + strings.Repeat("\t", maxIndent) + " ", false},
+		{`\n` + strings.Repeat(`\t`, maxIndent/2), true}, {`\n` + strings.Repeat(`\t`, maxIndent/2) + " ", false},
+		{"\n    ", true}, {"\n    \n    ", true}, {`\n  `, true}, {`\n  \n  `, true},
+		{"\n  ", true}, {"  \n  ", true}, {"\r\n\t", true}, {" \r\n\t", true}, {"\r  ", false},
+		{`\n\t`, true}, {`\t\n\t`, true}, {"\n" + `\t`, false},
+	})
 
 	// A YAML file of indented base64 and prose that holds no secret.
 	var b strings.Builder
@@ -672,9 +699,7 @@ var blankBreaks = []string{
 // placeholder with their whitespace, and every other line stays as it was.
 func TestTrailingWhitespaceBreaksAreRedacted(t *testing.T) {
 	checkBrokenForms(t, brokenCases{
-		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
-		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
-		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: trailingBreaks, head: "data:",
+		secrets: brokenSecrets, prefixes: brokenPrefixes, widths: brokenWidths, breaks: trailingBreaks, head: "data:",
 	})
 }
 
@@ -682,9 +707,7 @@ func TestTrailingWhitespaceBreaksAreRedacted(t *testing.T) {
 // encoded lines.
 func TestBlankLineBreaksAreRedacted(t *testing.T) {
 	checkBrokenForms(t, brokenCases{
-		secrets:  []string{"plainAlnum1234", `tok"en-quote`, "emoji😀-🔑key"},
-		prefixes: []string{"", "u", "us", "use", strings.Repeat("data before the secret; ", 3) + "!"},
-		widths:   []int{1, 2, 3, 5, 8, 13, 16, 60, 64, 76}, breaks: blankBreaks, head: "data:",
+		secrets: brokenSecrets, prefixes: brokenPrefixes, widths: brokenWidths, breaks: blankBreaks, head: "data:",
 	})
 }
 
@@ -739,27 +762,8 @@ func TestLongBreaksExamples(t *testing.T) {
 func TestLongBreaksNeverJoinOtherForms(t *testing.T) {
 	secret := "plainAlnum1234"
 	r := mustNew(t, Secret{"S", secret}, Secret{"T", `pass"w-quote`})
-	escaped := jsonStyles[0].escape(`pass"w-quote`)
-	for _, nl := range append(slices.Clone(trailingBreaks), blankBreaks...) {
-		for k := 1; k < len(secret); k++ {
-			for _, text := range []string{secret[:k] + nl + secret[k:], "x:" + nl + secret[:k] + nl + secret[k:] + " y"} {
-				if got := r.String(text); got != text {
-					t.Errorf("String(%q) = %q, want it unchanged", text, got)
-				}
-			}
-		}
-		for k := 1; k < len(escaped); k++ {
-			if text := `{"k":"` + escaped[:k] + nl + escaped[k:] + `"}`; r.String(text) != text {
-				t.Errorf("String(%q) = %q, want it unchanged", text, r.String(text))
-			}
-		}
-	}
-	e := base64.StdEncoding.EncodeToString([]byte("user:" + secret))
-	lo, hi := span(lineEncodings[0], 5, len(secret))
-	for _, tt := range []struct {
-		nl    string
-		joins bool
-	}{
+	checkValuesNotJoined(t, r, secret, `pass"w-quote`, append(slices.Clone(trailingBreaks), blankBreaks...))
+	checkJoins(t, r, secret, []joinCase{
 		{strings.Repeat(" ", maxLead) + "\n", true}, {strings.Repeat(" ", maxLead+1) + "\n", false},
 		{strings.Repeat("\t", maxLead) + "\r\n", true}, {strings.Repeat("\t", maxLead+1) + "\r\n", false},
 		{strings.Repeat(`\t`, maxLead/2) + `\n`, true}, {" " + strings.Repeat(`\t`, maxLead/2) + `\n`, false},
@@ -770,17 +774,7 @@ func TestLongBreaksNeverJoinOtherForms(t *testing.T) {
 		{"\n\n" + strings.Repeat(" ", maxIndent), true}, {"\n\n" + strings.Repeat(" ", maxIndent+1), false},
 		{"\n" + `\n`, false}, {`\n` + "\n", false}, {" \r \n", false}, {"\n\r\n\r", false},
 		{`\t` + "\n", false}, {"\n" + `\t` + "\n", false}, {" \n\r", false},
-	} {
-		for k := lo + 1; k < hi; k++ {
-			text, want := broken(e, lo, hi, same(tt.nl), func(j int) bool { return j == k })
-			if !tt.joins {
-				want = text
-			}
-			if got := r.String(text); got != want {
-				t.Errorf("String(%q) = %q, want %q", text, got, want)
-			}
-		}
-	}
+	})
 }
 
 // TestBreakHelpersAgreeWithInnerBreak checks, on random texts of encoding
