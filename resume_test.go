@@ -116,6 +116,19 @@ func handoffWorld(t *testing.T, mem toolrun.Store, op string, failAt int, sticky
 	return w
 }
 
+// failedSend makes a thread of w and sends it "refund please", which must
+// fail with the store's injected error; it returns the thread's id and the
+// agent mem says the thread has after it.
+func failedSend(t *testing.T, w *world, mem toolrun.Store) (id, agent string) {
+	t.Helper()
+	id = w.thread(t)
+	_, err := w.rt.Send(context.Background(), id, "refund please")
+	require.ErrorIs(t, err, storetest.ErrInjected)
+	th, err := mem.GetThread(context.Background(), id)
+	require.NoError(t, err)
+	return id, th.AgentID
+}
+
 // TestResumeCompletesAHandoffWhoseThreadUpdateFailed: the handoff's result
 // "Handoff complete" is stored with the batch, and the thread switches
 // agent after it. When that switch is not stored (the store's thread update
@@ -147,12 +160,8 @@ func TestResumeCompletesAHandoffWhoseThreadUpdateFailed(t *testing.T) {
 				scripted.Calls(scripted.Call("billing_specialist", map[string]any{"customer": "ACME", "note": "refund order 7"})),
 				scripted.Text("Billing here."),
 			)
-			id := w.thread(t)
-			_, err := w.rt.Send(context.Background(), id, "refund please")
-			require.ErrorIs(t, err, storetest.ErrInjected)
-			th, err := mem.GetThread(context.Background(), id)
-			require.NoError(t, err)
-			require.Equal(t, tc.agent, th.AgentID)
+			id, agent := failedSend(t, w, mem)
+			require.Equal(t, tc.agent, agent)
 
 			rt := w.rt
 			if tc.restart {
@@ -163,7 +172,7 @@ func TestResumeCompletesAHandoffWhoseThreadUpdateFailed(t *testing.T) {
 			assert.Equal(t, toolrun.StopResponse, reply.StopReason)
 			assert.Equal(t, "Billing here.", reply.Text)
 			assert.Equal(t, "user assistant", roles(reply.Messages), "billing's first message, then its answer")
-			th, err = mem.GetThread(context.Background(), id)
+			th, err := mem.GetThread(context.Background(), id)
 			require.NoError(t, err)
 			assert.Equal(t, "billing_specialist", th.AgentID)
 			assert.Equal(t, map[string]any{"customer": "ACME", "note": "refund order 7"}, th.Arguments)
