@@ -59,11 +59,7 @@ func (s *callState) SetValue(ctx context.Context, key string, v any) error {
 		if err != nil {
 			return fmt.Errorf("toolrun: value %q: %w", key, err)
 		}
-		// encoding/json fixes the strings it encodes but keeps the bytes
-		// of a raw value (a json.RawMessage, a MarshalJSON) as they are:
-		// fixed here, every store keeps the same value, and PostgreSQL,
-		// which cannot hold such bytes, does not refuse it.
-		raw = jsonvalue.FixUTF8JSON(b)
+		raw = b // the store's front makes it valid UTF-8 (records.SetValue)
 	}
 	if err := s.e.store.SetValue(ctx, s.b.threadID, key, raw); err != nil {
 		return &StoreError{Op: "set value " + key, Err: err}

@@ -2,6 +2,7 @@ package toolrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -71,6 +72,15 @@ func (r records) PutChild(ctx context.Context, e ChildEntry) error {
 func (r records) SetEnv(ctx context.Context, scope EnvScope, ownerID, name string, v EnvValue) error {
 	v.Type = typeOr(v.Type)
 	return r.Store.SetEnv(ctx, scope, ownerID, name, v)
+}
+
+// SetValue stores value with each byte that is not part of valid UTF-8
+// replaced by U+FFFD, as the text of messages is (see validText):
+// encoding/json fixes the strings it encodes but keeps the bytes of a raw
+// value (a json.RawMessage, a MarshalJSON) as they are, which every store
+// would keep its own way, and PostgreSQL, which cannot hold them, refuse.
+func (r records) SetValue(ctx context.Context, threadID, key string, value json.RawMessage) error {
+	return r.Store.SetValue(ctx, threadID, key, jsonvalue.FixUTF8JSON(value))
 }
 
 // writeFile writes a thread file now, its MIME type defaulted to
