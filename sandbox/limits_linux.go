@@ -62,3 +62,17 @@ func setDataLimit(limit int64) func() {
 func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// peakRSS returns the most memory the exited process ps ever had resident,
+// in bytes (Linux counts the rusage's maxrss in kibibytes); -1 when ps does
+// not say.
+func peakRSS(ps *os.ProcessState) int64 {
+	if ps == nil {
+		return -1
+	}
+	ru, ok := ps.SysUsage().(*syscall.Rusage)
+	if !ok || ru == nil {
+		return -1
+	}
+	return ru.Maxrss * 1024
+}

@@ -609,13 +609,25 @@ func (w *workerProc) exited() {
 	tail := w.tail.String()
 	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
 	compiling := wr.phase.Load() == phaseCompiling
+	peak := peakRSS(w.cmd.ProcessState)
 	switch {
-	case looksLikeMemoryFailure(tail) || isKilled(waitErr):
+	case looksLikeMemoryFailure(tail) || isKilled(waitErr) && (peak < 0 || peak >= wr.memory):
 		e := memoryError(wr.memory)
 		if compiling {
 			e.Message += " while compiling"
 		}
 		wr.run.settle(&outcome{status: StatusMemory, err: e})
+	case isKilled(waitErr):
+		// Killed from outside while its memory stayed under the run's
+		// limit: an out-of-memory killer that found the machine (or the
+		// container) full, or another process. The run is not to blame.
+		during := "running"
+		if compiling {
+			during = "compiling"
+		}
+		msg := fmt.Sprintf("sandbox worker was killed (SIGKILL) while %s, by a process other than the runner, with at most %d bytes resident, under the run's memory limit of %d bytes; "+
+			"the system's out-of-memory killer does this when the machine or its container runs out of memory", during, peak, wr.memory)
+		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: msg}})
 	case compiling && looksLikeStackOverflow(tail):
 		// Deterministic for the source: cache it like any link error.
 		lerr := &Error{Name: "RangeError", Message: "Maximum call stack size exceeded while compiling: the source is nested too deeply"}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,4 +166,64 @@ func TestRunOfAWorkerThatDiedBeforeTakingItSettles(t *testing.T) {
 	requireStatus(t, res, StatusError)
 	assert.Equal(t, "WorkerCrashed", res.Error.Name)
 	assert.Contains(t, res.Error.Message, "exited before it could take the run")
+}
+
+// TestWorkerKilledFromOutside kills, with SIGKILL, the worker running a
+// run, as an out-of-memory killer or an operator would. A worker whose
+// resident memory stayed under the run's limit was not stopped for the
+// run's memory: the run ends with WorkerCrashed naming the kill. One whose
+// memory reached the limit is reported as having exceeded it, as the
+// out-of-memory killer's kills are.
+func TestWorkerKilledFromOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		want  Status
+	}{
+		{"under the limit", 1 << 30, StatusError},
+		// Any worker's runtime holds more than 1 MiB resident.
+		{"at the limit", 1 << 20, StatusMemory},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1})
+			defer r.Close()
+			run := r.Start(testCtx, "export default () => { for (;;) {} };",
+				&Options{MemoryLimitBytes: tc.limit, Timeout: time.Minute})
+			pid := runningWorker(t, r)
+			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+			res := waitBounded(t, run)
+			requireStatus(t, res, tc.want)
+			if tc.want == StatusMemory {
+				assert.Equal(t, "MemoryLimitExceeded", res.Error.Name)
+				return
+			}
+			assert.Equal(t, "WorkerCrashed", res.Error.Name)
+			assert.Contains(t, res.Error.Message, "killed (SIGKILL) while running, by a process other than the runner")
+			assert.Contains(t, res.Error.Message, "under the run's memory limit of 1073741824 bytes")
+			// The pool replaces the worker: the next run succeeds.
+			requireStatus(t, runCode(t, r, "export default () => 2;", nil), StatusSuccess)
+		})
+	}
+}
+
+// runningWorker returns the pid of the worker of r that runs a run, once
+// the run has reached it.
+func runningWorker(t *testing.T, r *Runner) int {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		p := r.pool
+		p.mu.Lock()
+		for w := range p.live {
+			w.mu.Lock()
+			wr := w.cur
+			w.mu.Unlock()
+			if wr != nil && wr.phase.Load() == phaseRunning {
+				p.mu.Unlock()
+				return w.cmd.Process.Pid
+			}
+		}
+		p.mu.Unlock()
+	}
+	t.Fatal("no worker took the run")
+	return 0
 }
