@@ -263,7 +263,12 @@ func ResponseError(provider string, resp *http.Response, retryable func(status i
 		RetryAfter: RetryAfter(resp.Header, time.Now()),
 	}
 	var ok bool
-	if e.Code, e.Message, ok = decode(bytes.TrimSpace(b)); !ok {
+	if e.Code, e.Message, ok = decode(bytes.TrimSpace(b)); ok && strings.TrimSpace(e.Message) == "" {
+		e.Message = NoMessage
+		if t := http.StatusText(resp.StatusCode); t != "" {
+			e.Message = t + ": " + NoMessage
+		}
+	} else if !ok {
 		e.Code = ""
 		e.Message = strings.TrimSpace(string(b))
 		if len(e.Message) > 300 {
@@ -277,6 +282,18 @@ func ResponseError(provider string, resp *http.Response, retryable func(status i
 		e.Code = code(resp.StatusCode)
 	}
 	return e
+}
+
+// NoMessage is the message of an error a provider reported without one
+// (an error object with no "message", or a blank one).
+const NoMessage = "the provider reported an error without a message"
+
+// Message returns msg, or NoMessage when msg is blank.
+func Message(msg string) string {
+	if strings.TrimSpace(msg) == "" {
+		return NoMessage
+	}
+	return msg
 }
 
 // RetryAfter reads the "Retry-After-Ms" header (milliseconds) or else

@@ -256,6 +256,15 @@ func TestResponseError(t *testing.T) {
 	e = ResponseError("p", resp(404, "  ", nil), retry, decode, code)
 	assert.Equal(t, "Not Found", e.Message)
 	assert.Equal(t, "codeNot Found", e.Code)
+
+	// An error body without a message ({"error":{}}) still says something.
+	blank := func([]byte) (string, string, bool) { return "", " ", true }
+	e = ResponseError("p", resp(500, `{"error":{}}`, nil), retry, blank, code)
+	assert.Equal(t, "Internal Server Error: "+NoMessage, e.Message)
+	e = ResponseError("p", resp(599, `{"error":{}}`, nil), retry, blank, code)
+	assert.Equal(t, NoMessage, e.Message)
+	assert.Equal(t, NoMessage, Message("\t"))
+	assert.Equal(t, "m", Message("m"))
 }
 
 func TestAttemptIdleTimeout(t *testing.T) {

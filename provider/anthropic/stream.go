@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/provhttp"
 	"github.com/toolrun/toolrun/internal/sse"
 )
 
@@ -205,7 +206,7 @@ func (s *streamState) event(ev *wireEvent) error {
 		if ev.Error == nil {
 			return s.invalid("error event without an error object")
 		}
-		return &toolrun.ProviderError{Provider: s.provider, Code: ev.Error.Type, Message: ev.Error.Message,
+		return &toolrun.ProviderError{Provider: s.provider, Code: ev.Error.Type, Message: provhttp.Message(ev.Error.Message),
 			Retryable: retryableType(ev.Error.Type)}
 	}
 	// ping and unknown events are ignored.

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/provhttp"
 	"github.com/toolrun/toolrun/internal/sse"
 )
 
@@ -95,7 +96,7 @@ func (e *wireError) codeAndMessage() (code, msg string) {
 	} else {
 		code = e.Type
 	}
-	msg = e.Message
+	msg = provhttp.Message(e.Message)
 	if e.Metadata != nil && e.Metadata.Raw != "" {
 		raw := e.Metadata.Raw
 		if len(raw) > 500 {
