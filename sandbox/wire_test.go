@@ -69,3 +69,38 @@ func TestDecodeFrameRejectsGarbage(t *testing.T) {
 	_, err := decodeFrame([]byte{99}, maxTransferBytes)
 	assert.Error(t, err)
 }
+
+// FuzzDecodeFrame feeds arbitrary frame bodies to the decoder, as a
+// compromised or broken worker could send them: it never panics, and a
+// frame it accepts encodes to a body that decodes to the same encoding.
+func FuzzDecodeFrame(f *testing.F) {
+	e := &Error{Name: "N", Message: "M", Stack: "S", Line: 3, Column: 4, Filename: "f"}
+	val := []any{nil, Undefined, true, 2.5, "s", []any{1.0}, map[string]any{"k": Set{"a"}}, time.UnixMilli(1234).UTC(),
+		Map{{Key: 1.0, Value: "x"}}, big.NewInt(-7), ArrayBuffer{1}, TypedArray{Type: "Int16Array", Data: []byte{1, 0}}}
+	for _, fr := range []*frame{
+		{T: frCompiled, ID: 8, Bund: &bundleSpec{Code: "c", Map: []byte("{}"), Sources: []string{"a"}, Exports: []string{"default"}}},
+		{T: frCompiled, ID: 8, Err: e},
+		{T: frNeed, ID: 8},
+		{T: frCall, ID: 4, C: 5, Fn: 6, Args: val},
+		{T: frReport, ID: 5, V: map[string]any{"x": 1.0}},
+		{T: frLog, ID: 6, Lvl: "warn", TS: 42, Args: []any{"a"}},
+		{T: frDone, ID: 7, St: StatusSuccess, V: val},
+		{T: frDone, ID: 7, St: StatusError, Err: e},
+	} {
+		f.Add(encodeFrame(fr)[4:])
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fr, err := decodeFrame(body, maxTransferBytes)
+		if err != nil {
+			return
+		}
+		once := encodeFrame(fr)
+		again, err := decodeFrame(once[4:], maxTransferBytes)
+		if err != nil {
+			t.Fatalf("a frame's own encoding does not decode: %v", err)
+		}
+		if twice := encodeFrame(again); !bytes.Equal(once, twice) {
+			t.Fatalf("a frame decoded from its own encoding encodes differently:\n%x\n%x", once, twice)
+		}
+	})
+}
