@@ -188,9 +188,10 @@
 // Any worker death (crash, OOM kill) settles its run — memory when the
 // worker ran out of memory, error "WorkerCrashed" otherwise — and never
 // reaches the host as a panic. A worker killed with SIGKILL by another
-// process (on Linux, the system's out-of-memory killer) counts as out of
-// memory when its peak resident memory reached the run's limit; under
-// it, the run ends with "WorkerCrashed", whose message says so.
+// process counts as out of memory, as the kills of the system's
+// out-of-memory killer are, unless the kernel says (on Linux, in
+// /proc/vmstat) that this killer has killed no process since the worker
+// started: then the run ends with "WorkerCrashed", whose message says so.
 //
 // A new worker first says it is ready, and the pool hands out only workers
 // that have. One that has not said so within

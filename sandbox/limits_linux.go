@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -63,16 +65,20 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-// peakRSS returns the most memory the exited process ps ever had resident,
-// in bytes (Linux counts the rusage's maxrss in kibibytes); -1 when ps does
-// not say.
-func peakRSS(ps *os.ProcessState) int64 {
-	if ps == nil {
+// oomKills returns the kernel's count of the processes its out-of-memory
+// killer has killed (the oom_kill line of /proc/vmstat, which counts the
+// kills of every cgroup too), or -1 when it cannot be read.
+func oomKills() int64 {
+	b, err := os.ReadFile("/proc/vmstat")
+	if err != nil {
 		return -1
 	}
-	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok || ru == nil {
-		return -1
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
 	}
-	return ru.Maxrss * 1024
+	return -1
 }

@@ -134,6 +134,10 @@ type workerProc struct {
 	// in another one than wireVersion, which was killed for it; 0: none.
 	otherWire atomic.Uint64
 
+	// oomKills is how many processes the kernel's out-of-memory killer had
+	// killed when the worker started (oomKillCount); -1: not known.
+	oomKills int64
+
 	mu    sync.Mutex
 	cur   *workerRun
 	holds map[string]bool // bundles the worker has been sent or has compiled
@@ -191,7 +195,8 @@ func (p *workerPool) spawn() (*workerProc, error) {
 	// A process the worker started may keep its stderr open after it is
 	// gone; reaping it must not wait for that process.
 	cmd.WaitDelay = time.Second
-	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}, ready: make(chan struct{}), gone: make(chan struct{})}
+	w := &workerProc{pool: p, cmd: cmd, holds: map[string]bool{}, ready: make(chan struct{}), gone: make(chan struct{}),
+		oomKills: oomKillCount()}
 	var ctrlR *os.File
 	if runtime.GOOS != "windows" {
 		r, wr, err := os.Pipe()
@@ -609,24 +614,24 @@ func (w *workerProc) exited() {
 	tail := w.tail.String()
 	w.pool.opts.Logger.Warn("sandbox: worker died", "err", waitErr, "stderr", tail)
 	compiling := wr.phase.Load() == phaseCompiling
-	peak := peakRSS(w.cmd.ProcessState)
+	// A SIGKILL not sent by the runner is the out-of-memory killer's,
+	// unless the kernel says it has killed nothing since the worker started.
+	oomKilled := isKilled(waitErr) && !w.notOOMKilled()
 	switch {
-	case looksLikeMemoryFailure(tail) || isKilled(waitErr) && (peak < 0 || peak >= wr.memory):
+	case looksLikeMemoryFailure(tail) || oomKilled:
 		e := memoryError(wr.memory)
 		if compiling {
 			e.Message += " while compiling"
 		}
 		wr.run.settle(&outcome{status: StatusMemory, err: e})
 	case isKilled(waitErr):
-		// Killed from outside while its memory stayed under the run's
-		// limit: an out-of-memory killer that found the machine (or the
-		// container) full, or another process. The run is not to blame.
+		// Killed from outside, and not for memory: the run is not to blame.
 		during := "running"
 		if compiling {
 			during = "compiling"
 		}
-		msg := fmt.Sprintf("sandbox worker was killed (SIGKILL) while %s, by a process other than the runner, with at most %d bytes resident, under the run's memory limit of %d bytes; "+
-			"the system's out-of-memory killer does this when the machine or its container runs out of memory", during, peak, wr.memory)
+		msg := fmt.Sprintf("sandbox worker was killed (SIGKILL) while %s, by a process other than the runner; "+
+			"the system's out-of-memory killer has killed no process since the worker started", during)
 		wr.run.settle(&outcome{status: StatusError, err: &Error{Name: "WorkerCrashed", Message: msg}})
 	case compiling && looksLikeStackOverflow(tail):
 		// Deterministic for the source: cache it like any link error.
@@ -682,6 +687,28 @@ func looksLikeMemoryFailure(stderr string) bool {
 		}
 	}
 	return false
+}
+
+// oomKillCount returns how many processes the kernel's out-of-memory
+// killer has killed since the machine booted, or -1 when it cannot say:
+// oomKills, or the stand-in a test stored in oomKillStandIn.
+func oomKillCount() int64 {
+	if f := oomKillStandIn.Load(); f != nil {
+		return (*f)()
+	}
+	return oomKills()
+}
+
+var oomKillStandIn atomic.Pointer[func() int64]
+
+// notOOMKilled reports whether the kernel says its out-of-memory killer
+// has killed no process since w started, so it did not kill w.
+func (w *workerProc) notOOMKilled() bool {
+	if w.oomKills < 0 {
+		return false
+	}
+	n := oomKillCount()
+	return n >= 0 && n == w.oomKills
 }
 
 func isKilled(err error) bool {

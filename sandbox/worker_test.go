@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -169,26 +171,30 @@ func TestRunOfAWorkerThatDiedBeforeTakingItSettles(t *testing.T) {
 }
 
 // TestWorkerKilledFromOutside kills, with SIGKILL, the worker running a
-// run, as an out-of-memory killer or an operator would. A worker whose
-// resident memory stayed under the run's limit was not stopped for the
-// run's memory: the run ends with WorkerCrashed naming the kill. One whose
-// memory reached the limit is reported as having exceeded it, as the
-// out-of-memory killer's kills are.
+// run, as an operator or the system's out-of-memory killer would. When the
+// kernel says its out-of-memory killer killed nothing meanwhile, the run is
+// not blamed: it ends with WorkerCrashed naming the kill. When it killed a
+// process, the worker is taken to be that process, and the run to have
+// exceeded its memory.
 func TestWorkerKilledFromOutside(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		limit int64
-		want  Status
+		name     string
+		oomKills func() int64
+		want     Status
 	}{
-		{"under the limit", 1 << 30, StatusError},
-		// Any worker's runtime holds more than 1 MiB resident.
-		{"at the limit", 1 << 20, StatusMemory},
+		{"by another process", func() int64 { return 7 }, StatusError},
+		{"by the out-of-memory killer", func() func() int64 {
+			var n atomic.Int64
+			return func() int64 { return n.Add(1) }
+		}(), StatusMemory},
+		{"where the kernel does not say", func() int64 { return -1 }, StatusMemory},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			oomKillStandIn.Store(&tc.oomKills)
+			defer oomKillStandIn.Store(nil)
 			r := New(&RunnerOptions{PoolSize: 1, MaxWorkers: 1})
 			defer r.Close()
-			run := r.Start(testCtx, "export default () => { for (;;) {} };",
-				&Options{MemoryLimitBytes: tc.limit, Timeout: time.Minute})
+			run := r.Start(testCtx, "export default () => { for (;;) {} };", &Options{Timeout: time.Minute})
 			pid := runningWorker(t, r)
 			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 			res := waitBounded(t, run)
@@ -199,11 +205,22 @@ func TestWorkerKilledFromOutside(t *testing.T) {
 			}
 			assert.Equal(t, "WorkerCrashed", res.Error.Name)
 			assert.Contains(t, res.Error.Message, "killed (SIGKILL) while running, by a process other than the runner")
-			assert.Contains(t, res.Error.Message, "under the run's memory limit of 1073741824 bytes")
+			assert.Contains(t, res.Error.Message, "out-of-memory killer has killed no process since the worker started")
 			// The pool replaces the worker: the next run succeeds.
 			requireStatus(t, runCode(t, r, "export default () => 2;", nil), StatusSuccess)
 		})
 	}
+}
+
+// TestOOMKillsAreCounted reads the kernel's count of out-of-memory kills.
+func TestOOMKillsAreCounted(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the count is read on Linux only")
+	}
+	if _, err := os.Stat("/proc/vmstat"); err != nil {
+		t.Skip("no /proc/vmstat:", err)
+	}
+	assert.GreaterOrEqual(t, oomKills(), int64(0), "no oom_kill line in /proc/vmstat")
 }
 
 // runningWorker returns the pid of the worker of r that runs a run, once
