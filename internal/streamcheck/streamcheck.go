@@ -6,15 +6,34 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/toolrun/toolrun"
 )
 
-// Parser reads a response body and yields its chunks, as the providers'
-// stream and whole-response parsers do.
-type Parser func(body io.Reader, yield func(toolrun.Chunk) bool) error
+// Parser reads a response body of the named provider and yields its
+// chunks, as the providers' stream and whole-response parsers do.
+type Parser func(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error
+
+// Fuzz fuzzes parse, for provider, with Check, seeded with the files that
+// match pattern (recorded response bodies).
+func Fuzz(f *testing.F, provider, pattern string, parse Parser) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		f.Fatalf("no seeds match %s: %v", pattern, err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { Check(t, provider, parse, body) })
+}
 
 // Check runs parse over body twice, and fails t where it breaks what the
 // runtime relies on: its error is nil or a *toolrun.ProviderError of the
@@ -24,7 +43,7 @@ type Parser func(body io.Reader, yield func(toolrun.Chunk) bool) error
 func Check(t *testing.T, provider string, parse Parser, body []byte) {
 	t.Helper()
 	var chunks []toolrun.Chunk
-	err := parse(bytes.NewReader(body), func(c toolrun.Chunk) bool {
+	err := parse(provider, bytes.NewReader(body), func(c toolrun.Chunk) bool {
 		chunks = append(chunks, c)
 		return true
 	})
@@ -53,7 +72,7 @@ func Check(t *testing.T, provider string, parse Parser, body []byte) {
 	}
 	// Stopped at its first chunk, it yields no more.
 	yields := 0
-	err = parse(bytes.NewReader(body), func(toolrun.Chunk) bool {
+	err = parse(provider, bytes.NewReader(body), func(toolrun.Chunk) bool {
 		yields++
 		return false
 	})
