@@ -81,6 +81,13 @@ func chunkBytes(op byte, index int8, strs ...string) []byte {
 	return out
 }
 
+// echoArgs are the arguments of the echo tool FuzzModelResponse offers
+// (its note tool takes noteArgs, and streams the note as its progress
+// argument).
+type echoArgs struct {
+	X string `json:"x"`
+}
+
 // FuzzModelResponse streams an arbitrary response from the model: chunks
 // of any type in any order, with any index, id, name and arguments. Send
 // never panics nor hangs, and the thread it leaves holds text that is
@@ -101,25 +108,17 @@ func FuzzModelResponse(f *testing.F) {
 		// Two calls under one id, at indices far apart.
 		slices.Concat(chunkBytes(call|nameEcho, 1, "a", "{}"), chunkBytes(call|nameEcho|0x80, 127, "a", "{}")),
 		// A call of "note" whose progress argument streams in pieces.
-		slices.Concat(chunkBytes(start|nameNote, 0, "n", ""), chunkBytes(delta|nameNote, 0, "", `{"t":"ab`),
+		slices.Concat(chunkBytes(start|nameNote, 0, "n", ""), chunkBytes(delta|nameNote, 0, "", `{"note":"ab`),
 			chunkBytes(delta|nameNote, 0, "", `c"}`)),
 		// A call named by its own bytes, which are not UTF-8.
 		chunkBytes(call|0x40, -1, "\xff\xfe", "\xfd", "{}"),
 	} {
 		f.Add(seed)
 	}
-	echo := &toolrun.Func[struct {
-		X string `json:"x"`
-	}]{Name: "echo", Execute: func(_ context.Context, _ toolrun.ThreadState, a struct {
-		X string `json:"x"`
-	}) (toolrun.Result, error) {
+	echo := &toolrun.Func[echoArgs]{Name: "echo", Execute: func(_ context.Context, _ toolrun.ThreadState, a echoArgs) (toolrun.Result, error) {
 		return toolrun.Text("echo: " + a.X), nil
 	}}
-	note := &toolrun.Func[struct {
-		T string `json:"t"`
-	}]{Name: "note", ProgressArgument: "t", Execute: func(context.Context, toolrun.ThreadState, struct {
-		T string `json:"t"`
-	}) (toolrun.Result, error) {
+	note := &toolrun.Func[noteArgs]{Name: "note", ProgressArgument: "note", Execute: func(context.Context, toolrun.ThreadState, noteArgs) (toolrun.Result, error) {
 		return toolrun.Text("noted"), nil
 	}}
 	var response []toolrun.Chunk
