@@ -99,24 +99,61 @@ func groupStart(msgs []Message, end int) int {
 func (rt *Runtime) history(ctx context.Context, ts *turnState) ([]Message, error) {
 	p := ts.prompt
 	if !p.IncludeChat {
-		// Only messages injected during this turn (prompt-local context).
-		page, err := rt.store.ListMessages(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: ts.turnStart, Order: OrderAsc})
+		local, err := rt.localHistory(ctx, ts)
 		if err != nil {
-			return nil, &StoreError{Op: "list messages", Err: err}
+			return nil, err
 		}
-		var local []Message
-		for i := range page.Messages {
-			if m := &page.Messages[i]; m.Role == RoleSystem || m.Role == RoleUser {
-				local = append(local, *m)
-			}
-		}
-		return rt.filterHistory(ctx, ts, perspective(ts.sideKey, p.IncludePastTools, local))
+		return rt.filterHistory(ctx, ts, local)
 	}
 	kept, err := rt.chatWindow(ctx, ts)
 	if err != nil {
 		return nil, err
 	}
 	return rt.filterHistory(ctx, ts, kept)
+}
+
+// localHistory returns what a prompt without chat sees: the system and user
+// messages stored since the turn began (a tool's injected context), as the
+// acting side sees them. Each request reads only the rows stored since the
+// turn's previous one, into a buffer the turn reuses, and adds them to the
+// perspective it keeps: a thread only grows at its end, and these rows
+// carry no calls that a later row could answer.
+func (rt *Runtime) localHistory(ctx context.Context, ts *turnState) ([]Message, error) {
+	c := &ts.rows
+	after := ts.turnStart
+	if c.localRead {
+		after = c.localLast
+	}
+	buf := c.localBuf
+	if buf == nil {
+		buf = c.buffer(8)
+		c.keep(buf)
+	}
+	page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: after, Order: OrderAsc}, buf[:0])
+	if err != nil {
+		return nil, &StoreError{Op: "list messages", Err: err}
+	}
+	rows := page.Messages
+	c.keep(rows)
+	if cap(rows) > cap(buf) {
+		buf = rows // the store needed more room: the next read reuses it
+	}
+	c.localBuf, c.localRead, c.localLast = buf[:0], true, lastSeqOf(rows, after)
+	n := 0
+	for i := range rows {
+		if m := &rows[i]; m.Role == RoleSystem || m.Role == RoleUser {
+			rows[n] = *m
+			n++
+		}
+	}
+	if n > 0 {
+		if c.local.out == nil {
+			c.local.out = c.buffer(viewRoom(n))
+		}
+		c.local.add(ts.sideKey, ts.prompt.IncludePastTools, rows[:n])
+		c.keep(c.local.out)
+	}
+	return c.local.out, nil
 }
 
 // chatWindow returns the thread's chat as the acting side sees it, within
@@ -212,6 +249,14 @@ type turnRows struct {
 	more    bool  // older rows exist that rows leave out
 	view    view  // the perspective of the pages read (scratch.segs)
 	scratch *turnScratch
+
+	// A prompt without chat's requests (localHistory): the perspective of
+	// the turn's system and user rows, whether a request read them, the Seq
+	// of the newest row read, and the buffer the rows are read into.
+	local     view
+	localRead bool
+	localLast int64
+	localBuf  []Message
 }
 
 // turnScratch is what a turn's requests are made in besides their rows:

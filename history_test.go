@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -192,6 +193,81 @@ func TestTurnReadsOnlyWhatItSends(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "user assistant+calls tool:get_issue assistant", roles(reply.Messages), "the reply holds what the turn stored")
 			assert.LessOrEqual(t, cs.rows, c.maxRead(len(all.Messages)), "rows read for a turn on a %d-message thread", len(all.Messages))
+		})
+	}
+}
+
+// TestPromptWithoutChatSeesOnlyItsTurnsContext: a prompt without chat is
+// sent the system and user messages stored during the turn (here a tool's
+// injected context), each once and in order, growing request by request,
+// and none of the thread's history: not the human's message, not an
+// earlier turn's context, not the turn's tool calls and results. It runs
+// on the memory store, which reads into the turn's buffers, and on SQLite,
+// which returns pages of its own, with more rows than the turn's first
+// buffer holds.
+func TestPromptWithoutChatSeesOnlyItsTurnsContext(t *testing.T) {
+	for _, s := range utf8Stores {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			p := scripted.New()
+			note := &toolrun.Func[issueArgs]{Name: "note", Execute: func(ctx context.Context, st toolrun.ThreadState, a issueArgs) (toolrun.Result, error) {
+				// Several rows a step, so that a step's rows outgrow a small buffer.
+				for k := range a.Number {
+					role := toolrun.RoleSystem
+					if k%2 == 1 {
+						role = toolrun.RoleUser
+					}
+					if err := st.InjectMessage(ctx, toolrun.Message{Role: role, Content: fmt.Sprintf("context %d.%d", a.Number, k)}); err != nil {
+						return toolrun.Result{}, err
+					}
+				}
+				return toolrun.Text("noted"), nil
+			}}
+			reg := toolrun.NewRegistry(&toolrun.RegistryOptions{Logger: slog.New(slog.DiscardHandler)})
+			require.NoError(t, reg.Register(note,
+				&toolrun.Model{Name: "m", Provider: p},
+				&toolrun.Prompt{Name: "pr", Model: "m", Tools: []toolrun.PromptTool{toolrun.Use("note")}},
+				&toolrun.Agent{Name: "agent", SideA: toolrun.Side{Prompt: "pr"}, SideB: toolrun.Side{Human: true}}))
+			rt := toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{Store: s.open(t)})
+			th, err := rt.NewThread(ctx, "agent", nil)
+			require.NoError(t, err)
+			call := func(n int) *scripted.Response {
+				return scripted.Calls(scripted.Call("note", map[string]any{"number": n}))
+			}
+
+			contents := func(req *toolrun.Request) []string {
+				var out []string
+				for _, m := range req.Messages {
+					out = append(out, string(m.Role)+": "+m.Content)
+				}
+				return out
+			}
+			texts := func(n int) []string {
+				var out []string
+				for k := range n {
+					role := "system"
+					if k%2 == 1 {
+						role = "user"
+					}
+					out = append(out, fmt.Sprintf("%s: context %d.%d", role, n, k))
+				}
+				return out
+			}
+
+			p.Add(call(1), call(12), scripted.Text("done"))
+			_, err = rt.Send(ctx, th.ID, "hello")
+			require.NoError(t, err)
+			p.Add(call(2), scripted.Text("done again"))
+			_, err = rt.Send(ctx, th.ID, "once more")
+			require.NoError(t, err)
+
+			reqs := p.Requests()
+			require.Len(t, reqs, 5)
+			assert.Empty(t, contents(reqs[0]), "the turn's first request")
+			assert.Equal(t, texts(1), contents(reqs[1]), "after one step")
+			assert.Equal(t, append(texts(1), texts(12)...), contents(reqs[2]), "after two steps")
+			assert.Empty(t, contents(reqs[3]), "the next turn's first request")
+			assert.Equal(t, texts(2), contents(reqs[4]), "the next turn, after one step")
 		})
 	}
 }
