@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolrun/toolrun/internal/schema"
 )
@@ -51,7 +52,9 @@ type Registry struct {
 
 	mu    sync.RWMutex
 	names map[string]*entry
-	gen   uint64 // counts registrations, so a Check result can be reused
+	// gen counts registrations, so that a Check result can be reused; it
+	// changes under mu and is read without it.
+	gen atomic.Uint64
 	// index holds the entries of names for lookups, which read it without
 	// the lock: calls on many goroutines then share no written memory.
 	index sync.Map // name → *entry
@@ -192,7 +195,7 @@ func (r *Registry) register(ns string, defs []Definition) error {
 			}
 		}
 	}
-	r.gen++
+	r.gen.Add(1)
 	for _, e := range entries {
 		r.names[e.name] = e
 		r.index.Store(e.name, e)

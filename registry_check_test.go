@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -170,4 +172,37 @@ func TestSidePromptWithToolsButNoPastToolsIsWarnedAbout(t *testing.T) {
 	assert.Contains(t, out, "set IncludePastTools: true")
 	assert.NotContains(t, out, "prompt=sighted")
 	assert.NotContains(t, out, "prompt=toolless")
+}
+
+// TestDefinitionsAreCheckedOnceRegisteredWhileTurnsStart: threads start on
+// several goroutines while the missing tool is registered (run with
+// -race). Every start refused names the missing tool, and every start
+// that begins after Register returned succeeds: a check made before the
+// registration is not reused after it.
+func TestDefinitionsAreCheckedOnceRegisteredWhileTurnsStart(t *testing.T) {
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(&toolrun.Model{Name: "m", Provider: scripted.New()},
+		&toolrun.Prompt{Name: "p", Model: "m", IncludeChat: true, Tools: []toolrun.PromptTool{toolrun.Use("later")}},
+		&toolrun.Agent{Name: "a", SideA: toolrun.Side{Prompt: "p"}, SideB: toolrun.Side{Human: true}}))
+	rt := toolrun.NewRuntime(reg, nil)
+	var registered atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 200 {
+				after := registered.Load()
+				_, err := rt.NewThread(context.Background(), "a", nil)
+				if after {
+					assert.NoError(t, err, "a start after the registration")
+				} else if err != nil {
+					assert.Contains(t, err.Error(), `"later"`)
+				}
+			}
+		})
+	}
+	require.NoError(t, reg.Register(fn("later", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text(""), nil })))
+	registered.Store(true)
+	wg.Wait()
+	_, err := rt.NewThread(context.Background(), "a", nil)
+	assert.NoError(t, err)
 }

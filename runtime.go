@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -69,10 +70,17 @@ type Runtime struct {
 }
 
 // defCheck caches the result of Registry.Check for one registry generation.
+// Every Send reads it: the result is read without a lock, and mu is held
+// only to run a check, so that turns starting on many goroutines at once
+// do not queue on one mutex.
 type defCheck struct {
-	mu  sync.Mutex
+	mu   sync.Mutex
+	last atomic.Pointer[checkResult]
+}
+
+// checkResult is Registry.Check's error for registry generation gen.
+type checkResult struct {
 	gen uint64
-	ok  bool
 	err error
 }
 
@@ -81,19 +89,23 @@ type defCheck struct {
 // something that is not registered.
 func (rt *Runtime) checkDefinitions() error {
 	c := rt.checks
-	rt.reg.mu.RLock()
-	gen := rt.reg.gen
-	rt.reg.mu.RUnlock()
+	gen := rt.reg.gen.Load()
+	if r := c.last.Load(); r != nil && r.gen == gen {
+		return r.err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ok && c.gen == gen {
-		return c.err
+	if r := c.last.Load(); r != nil && r.gen == gen {
+		return r.err // checked while this call waited
 	}
-	c.gen, c.ok, c.err = gen, true, rt.reg.Check()
-	if c.err != nil {
-		rt.log.Error("toolrun: definitions refer to names that are not registered", "error", c.err)
+	// A registration during the check may be seen by it: its result is
+	// then kept for the older generation, and the next call checks again.
+	err := rt.reg.Check()
+	c.last.Store(&checkResult{gen: gen, err: err})
+	if err != nil {
+		rt.log.Error("toolrun: definitions refer to names that are not registered", "error", err)
 	}
-	return c.err
+	return err
 }
 
 // ThreadLocker is implemented by stores that several service instances
