@@ -329,7 +329,9 @@ func BenchmarkTurnHistory(b *testing.B) {
 // BenchmarkConcurrentTurns runs 10,000 turns, each on a thread of its own,
 // from 10,000 goroutines at once, alternating with the same number of
 // turns one after another on one goroutine; one op is the 10,000 turns at
-// once, and x_sequential is their rate over the sequential one's. Each op
+// once, and x_sequential is their rate over the sequential one's. The
+// sequential side goes first in even ops, the concurrent side in odd ones:
+// run an even number of ops (-benchtime 4x). Each op
 // has a store of its own, holding the 20,000 threads of its two sides, so
 // that the figure does not depend on b.N through a store growing with it.
 //
@@ -360,28 +362,41 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 		for k := range threads {
 			threads[k] = w.thread(b, 2)
 		}
-		runtime.GC() // each side starts from a collected heap
-		start, cpu := time.Now(), proccpu.Used()
-		for _, th := range threads[:turns] {
-			w.turn(b, th)
-		}
-		seq += time.Since(start)
-		seqCPU += proccpu.Used() - cpu
-		runtime.GC()
-		b.StartTimer()
-		start, cpu = time.Now(), proccpu.Used()
-		var wg sync.WaitGroup
-		for _, th := range threads[turns:] {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+		sequential := func() {
+			runtime.GC() // each side starts from a collected heap
+			start, cpu := time.Now(), proccpu.Used()
+			for _, th := range threads[:turns] {
 				w.turn(b, th)
-			}()
+			}
+			seq += time.Since(start)
+			seqCPU += proccpu.Used() - cpu
 		}
-		wg.Wait()
-		conc += time.Since(start)
-		concCPU += proccpu.Used() - cpu
-		b.StopTimer()
+		concurrent := func() {
+			runtime.GC()
+			b.StartTimer()
+			start, cpu := time.Now(), proccpu.Used()
+			var wg sync.WaitGroup
+			for _, th := range threads[turns:] {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					w.turn(b, th)
+				}()
+			}
+			wg.Wait()
+			conc += time.Since(start)
+			concCPU += proccpu.Used() - cpu
+			b.StopTimer()
+		}
+		// The sides take turns going first, op by op: the second finds
+		// the heap and the caches as the first left them.
+		if i%2 == 0 {
+			sequential()
+			concurrent()
+		} else {
+			concurrent()
+			sequential()
+		}
 		// The ceiling, last: its worlds' threads are made after the
 		// measured sides ran, so that the heap they grow does not change
 		// what those sides find. They hold as many threads as w did, half
@@ -400,7 +415,7 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 			}
 		}
 		runtime.GC()
-		start = time.Now()
+		start := time.Now()
 		var apartDone sync.WaitGroup
 		for k := range apart {
 			apartDone.Go(func() {
