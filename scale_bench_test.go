@@ -331,9 +331,9 @@ func BenchmarkTurnHistory(b *testing.B) {
 // turns one after another on one goroutine; one op is the 10,000 turns at
 // once, and x_sequential is their rate over the sequential one's. The
 // sequential side goes first in even ops, the concurrent side in odd ones:
-// run an even number of ops (-benchtime 4x). Each op
-// has a store of its own, holding the 20,000 threads of its two sides, so
-// that the figure does not depend on b.N through a store growing with it.
+// run an even number of ops (-benchtime 4x). Each op has a store of its
+// own, holding the 20,000 threads of its two sides, so that the figure
+// does not depend on b.N through a store growing with it.
 //
 // Where the process's CPU time can be read, seq_cpus and conc_cpus are the
 // CPUs each side kept busy on average (the sequential side's goroutine,
@@ -401,7 +401,7 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 		// measured sides ran, so that the heap they grow does not change
 		// what those sides find. They hold as many threads as w did, half
 		// of them run, so that the collector finds the heap it found for
-		// the sequential side.
+		// the side that went first.
 		w, threads = nil, nil
 		apart := make([]*turnWorld, procs)
 		apartThreads := make([][]string, procs)

@@ -134,20 +134,22 @@ func BenchmarkTwoRuntimes(b *testing.B) {
 			const round = 4 * goroutines
 			var tOne, tTwo time.Duration
 			b.ResetTimer()
-			// The sides take turns going first, so that neither always
-			// finds the tables as the other left them.
 			for r, left := 0, b.N; left > 0; r, left = r+1, left-round {
 				n := min(left, round)
-				if r%2 == 0 {
+				one := func() {
 					b.StopTimer()
 					tOne += runTurns(b, oneSenders, threads, n, v.pick)
 					b.StartTimer()
 				}
-				tTwo += runTurns(b, twoSenders, threads, n, v.pick)
-				if r%2 == 1 {
-					b.StopTimer()
-					tOne += runTurns(b, oneSenders, threads, n, v.pick)
-					b.StartTimer()
+				two := func() { tTwo += runTurns(b, twoSenders, threads, n, v.pick) }
+				// The sides take turns going first, so that neither always
+				// finds the tables as the other left them.
+				if r%2 == 0 {
+					one()
+					two()
+				} else {
+					two()
+					one()
 				}
 			}
 			b.ReportMetric(float64(b.N)/tTwo.Seconds(), "turns/s")
