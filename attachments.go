@@ -58,8 +58,8 @@ func (rt *Runtime) refsForPaths(ctx context.Context, threadID string, paths []st
 	}
 	known := map[string]AttachmentRef{}
 	if p, err := rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: refScanLimit, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1}); err == nil {
-		for _, m := range p.Messages {
-			for _, a := range m.Attachments {
+		for i := range p.Messages {
+			for _, a := range p.Messages[i].Attachments {
 				if _, ok := known[a.Path]; !ok {
 					known[a.Path] = a
 				}

@@ -780,7 +780,8 @@ func tokens(chars int) int { return (chars + 3) / 4 }
 // inputChars counts the characters of what a request sends.
 func inputChars(req *toolrun.Request) int {
 	n := utf8.RuneCountInString(req.System)
-	for _, m := range req.Messages {
+	for i := range req.Messages {
+		m := &req.Messages[i] // not a copy of each message: a long history is most of the count's time
 		n += utf8.RuneCountInString(m.Content)
 		for _, tc := range m.ToolCalls {
 			n += utf8.RuneCountInString(tc.Name) + utf8.RuneCountInString(tc.Arguments)
