@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	mrand "math/rand/v2"
+	"slices"
 )
 
 // newID returns prefix + "_" + 16 random hex digits, from the operating
@@ -95,6 +96,10 @@ func (k *keyed[K, V]) add(key K, v V) bool {
 	}
 	return true
 }
+
+// grow makes room for n more entries, so that adding them allocates no
+// entries (a map past fewKeys aside).
+func (k *keyed[K, V]) grow(n int) { k.entries = slices.Grow(k.entries, n) }
 
 // reset empties k, keeping its entries' array for the next use.
 func (k *keyed[K, V]) reset() {

@@ -327,11 +327,17 @@ type memView struct {
 	blocks arenaBlocks
 	calls  []memCall
 	more   []*memRowMore
+	// room is where fill takes its messages' tool calls from, when a read
+	// has made room for a page's calls in one allocation (reserveCalls);
+	// otherwise each message's calls are allocated on their own.
+	room []ToolCall
 }
 
 // view returns the thread's rows as a reader may keep them; callers hold
 // t.mu.
-func (t *memThread) view() memView { return memView{t.rows, t.arena.blocks, t.calls, t.more} }
+func (t *memThread) view() memView {
+	return memView{rows: t.rows, blocks: t.arena.blocks, calls: t.calls, more: t.more}
+}
 
 // message returns the message of r (a row of v) on thread, with copies of
 // its slices and maps.
@@ -349,8 +355,12 @@ func (v *memView) fill(m *Message, r *memRow, thread string) {
 		ToolCallID: b.str(r.toolCallID), Name: b.str(r.name), ToolStatus: Status(b.str(r.status)), Side: b.str(r.side),
 		Depth: int(r.depth), Silent: r.silent, Prompt: b.str(r.prompt), CallDigest: b.str(r.callDigest),
 		CreatedAt: time.Unix(r.sec, int64(r.nsec)).UTC()}
-	if r.ncalls > 0 {
-		m.ToolCalls = make([]ToolCall, r.ncalls)
+	if n := int(r.ncalls); n > 0 {
+		if len(v.room) >= n {
+			m.ToolCalls, v.room = v.room[:n:n], v.room[n:]
+		} else {
+			m.ToolCalls = make([]ToolCall, n)
+		}
 		for i, c := range v.calls[r.calls : r.calls+r.ncalls] {
 			m.ToolCalls[i] = ToolCall{ID: b.str(c.id), Name: b.str(c.name), Arguments: b.str(c.arguments), Redacted: c.redacted}
 		}
@@ -361,6 +371,16 @@ func (v *memView) fill(m *Message, r *memRow, thread string) {
 		m.Queued = x.queued
 		m.ErrorData, m.Metadata = cloneMap(x.errorData), cloneMap(x.metadata)
 		m.QueuedCalls, m.Attachments = slices.Clone(x.queuedCalls), slices.Clone(x.attachments)
+	}
+}
+
+// reserveCalls makes room for the n tool calls of the messages fill is
+// about to write, in one allocation: each message gets its own part of it,
+// capped, so that appending to one message's calls copies them instead of
+// writing over the next one's.
+func (v *memView) reserveCalls(n int) {
+	if n > 0 {
+		v.room = make([]ToolCall, n)
 	}
 }
 
@@ -891,7 +911,15 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 		i := a + sort.Search(rows.n-a, func(k int) bool { return pre.of(a+k+1)-base > lo })
 		n := hi - lo
 		out = pageBuffer(buf, n)
-		k := 0
+		calls, k := 0, 0
+		for j := i; j < rows.n && k < n; j++ {
+			if m := rows.at(j); matches(m, q) {
+				calls += int(m.ncalls)
+				k++
+			}
+		}
+		v.reserveCalls(calls)
+		k = 0
 		for ; i < rows.n && k < n; i++ {
 			if m := rows.at(i); matches(m, q) {
 				j := k
@@ -917,6 +945,11 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 		}
 		picked := pickWalking(&rows, a, q, total)
 		out = pageBuffer(buf, len(picked))
+		calls := 0
+		for _, r := range picked {
+			calls += int(r.ncalls)
+		}
+		v.reserveCalls(calls)
 		for k, r := range picked {
 			v.fill(&out[k], r, threadID)
 		}

@@ -60,11 +60,26 @@ type view struct {
 // add turns segs, which follow the rows added before (when v is clean) or
 // are all the rows (when v is new), and appends their perspective to out.
 func (v *view) add(side string, pastTools bool, segs ...[]Message) {
-	results := map[string]*Message{}
+	// The rows' results by call id and the ids of their calls, counted
+	// first so that the map and the list are allocated once each.
 	called := &v.called
-	n := 0
+	n, nres, ncalls := 0, 0, 0
 	for _, rows := range segs {
 		n += len(rows)
+		for i := range rows {
+			switch m := &rows[i]; {
+			case m.Role == RoleTool && m.ToolCallID != "":
+				nres++
+			case m.Role == RoleAssistant:
+				ncalls += len(m.ToolCalls)
+			}
+		}
+	}
+	results := make(map[string]*Message, nres) // up to 8 on the stack
+	if ncalls > 0 {
+		called.k.grow(ncalls)
+	}
+	for _, rows := range segs {
 		for i := range rows {
 			m := &rows[i]
 			if m.Role == RoleTool && m.ToolCallID != "" {

@@ -35,6 +35,7 @@ func cases() []testCase {
 		{name: "Messages/UnknownThread", rule: "AppendMessages fails with ErrNotFound when the thread does not exist", fn: caseMessagesUnknownThread},
 		{name: "Messages/RoundTrip", rule: "every Message field survives AppendMessages and ListMessages/ToolResult", fn: caseMessagesRoundTrip},
 		{name: "Messages/NotAliased", rule: "changing a message after AppendMessages, or a listed message, does not change the stored one", fn: caseMessagesNotAliased},
+		{name: "Messages/CallsNotShared", rule: "appending to, or changing, the tool calls of one listed message changes no other message of the page", fn: caseCallsNotShared},
 		{name: "Messages/DuplicateToolResult", rule: "a second result for a tool-call id fails with ErrDuplicateToolResult and the whole append stores nothing", fn: caseDuplicateToolResult},
 		{name: "Messages/DuplicateToolResultInBatch", rule: "two results for one tool-call id within one append fail with ErrDuplicateToolResult and store nothing", fn: caseDuplicateInBatch},
 		{name: "Messages/LongBatch", rule: "an append of hundreds of messages is as atomic and ordered as a short one", fn: caseLongBatch},
@@ -683,6 +684,44 @@ func caseMessagesNotAliased(e *env) {
 	for i := range want {
 		if d := diffMessage(&again[i], &want[i]); d != "" {
 			e.Errorf("changing a listed message changed the store: %s", d)
+		}
+	}
+}
+
+func caseCallsNotShared(e *env) {
+	st := e.newStore()
+	thread := e.newThread(st)
+	var msgs []*toolrun.Message
+	for i := range 4 {
+		msgs = append(msgs, &toolrun.Message{Role: toolrun.RoleAssistant, ToolCalls: []toolrun.ToolCall{
+			{ID: fmt.Sprintf("call_%da", i), Name: "search", Arguments: `{"q":"a"}`},
+			{ID: fmt.Sprintf("call_%db", i), Name: "fetch", Arguments: `{"url":"b"}`},
+		}})
+	}
+	e.must(e.appendMsgs(st, thread, msgs...), "append")
+	want := e.listAll(st, thread)
+	for _, q := range []toolrun.MessageQuery{all, {Order: toolrun.OrderAsc, Limit: 3, Offset: 1}} {
+		p, err := st.ListMessages(e.ctx, thread, q)
+		e.must(err, "list messages")
+		got := p.Messages
+		if len(got) < 3 {
+			e.Fatalf("listed %d messages; want at least 3", len(got))
+		}
+		first := want[len(want)-len(got):]
+		got[0].ToolCalls = append(got[0].ToolCalls, toolrun.ToolCall{ID: "call_added", Name: "added"})
+		got[1].ToolCalls[0].Name = "changed"
+		for i := range got {
+			w := first[i]
+			switch i {
+			case 0:
+				w.ToolCalls = append(slices.Clone(w.ToolCalls), toolrun.ToolCall{ID: "call_added", Name: "added"})
+			case 1:
+				w.ToolCalls = slices.Clone(w.ToolCalls)
+				w.ToolCalls[0].Name = "changed"
+			}
+			if d := diffMessage(&got[i], &w); d != "" {
+				e.Errorf("after changing the calls of listed messages 0 and 1 (query %+v), message %d: %s", q, i, d)
+			}
 		}
 	}
 }
