@@ -895,10 +895,10 @@ func (s *MemoryStore) listMessagesInto(ctx context.Context, threadID string, q M
 	v := t.view() // its first rows never change: appends only add after them
 	t.mu.RUnlock()
 	rows := v.rows
-	a := 0
-	if q.After > 0 {
-		a = sort.Search(rows.n, func(i int) bool { return rows.at(i).seq > q.After })
-	}
+	// Row i is Seq i+1 (AppendMessages numbers a thread's rows one by one
+	// from 1, and none is ever removed), so the rows after After start at
+	// index After.
+	a := int(min(max(q.After, 0), int64(rows.n)))
 	var total int
 	var out []Message
 	if pre, ok := prefix(&rows, q); ok {

@@ -65,6 +65,55 @@ func TestMemoryStoreRowChunks(t *testing.T) {
 	}
 }
 
+// A thread's row i holds Seq i+1, whatever the batches it was appended in
+// (reads with After find their first row by it), and a read with After
+// returns exactly the rows after it.
+func TestMemoryStoreRowIndexIsSeq(t *testing.T) {
+	s := NewMemoryStore()
+	ctx := context.Background()
+	if err := s.CreateThread(ctx, &Thread{ID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	appended := 0
+	for batch := range 12 {
+		msgs := make([]*Message, batch%4+1)
+		for i := range msgs {
+			msgs[i] = &Message{ID: fmt.Sprintf("m%d-%d", batch, i), Role: RoleUser, Content: "x", CreatedAt: memTestTime}
+		}
+		if err := s.AppendMessages(ctx, "a", msgs...); err != nil {
+			t.Fatal(err)
+		}
+		appended += len(msgs)
+	}
+	th := s.thread("a", false)
+	th.mu.RLock()
+	v := th.view()
+	th.mu.RUnlock()
+	if v.rows.n != appended {
+		t.Fatalf("%d rows for %d messages", v.rows.n, appended)
+	}
+	for i := range v.rows.n {
+		if got := v.rows.at(i).seq; got != int64(i+1) {
+			t.Fatalf("row %d holds Seq %d; want %d", i, got, i+1)
+		}
+	}
+	for after := int64(-1); after <= int64(appended)+2; after++ {
+		p, err := s.ListMessages(ctx, "a", MessageQuery{After: after, Order: OrderAsc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := appended - int(min(max(after, 0), int64(appended)))
+		if len(p.Messages) != want || p.Total != want {
+			t.Fatalf("After %d: %d messages, Total %d; want %d", after, len(p.Messages), p.Total, want)
+		}
+		for i, m := range p.Messages {
+			if m.Seq != max(after, 0)+int64(i)+1 {
+				t.Fatalf("After %d: message %d has Seq %d", after, i, m.Seq)
+			}
+		}
+	}
+}
+
 // A stored message keeps every field: the compact row holds them all. Every
 // field of the message is set (by reflection, so that a field added to
 // Message and forgotten by the row fails here).
