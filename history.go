@@ -126,8 +126,7 @@ func (rt *Runtime) localHistory(ctx context.Context, ts *turnState) ([]Message, 
 	}
 	buf := c.localBuf
 	if buf == nil {
-		buf = c.buffer(8)
-		c.keep(buf)
+		buf = rt.readBuffer(c, 8)
 	}
 	page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: after, Order: OrderAsc}, buf[:0])
 	if err != nil {
@@ -167,8 +166,7 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 	p := ts.prompt
 	w := p.History
 	if c := &ts.rows; c.ok {
-		buf := c.buffer(8) // the rows of a step or two
-		c.keep(buf)
+		buf := rt.readBuffer(c, 8) // the rows of a step or two
 		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, After: c.last, Order: OrderAsc}, buf)
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
@@ -197,8 +195,7 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 	if !w.bounded() {
 		// Its size is known only after: a thread of a few messages fits a
 		// pooled buffer, a longer one is read into a slice of its size.
-		buf := ts.rows.buffer(16)
-		ts.rows.keep(buf)
+		buf := rt.readBuffer(&ts.rows, 16)
 		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true}, buf)
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
@@ -220,7 +217,7 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 	}
 	for {
-		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, Limit: limit}, ts.rows.buffer(limit))
+		page, err := rt.store.listMessagesInto(ctx, ts.th.ID, MessageQuery{IncludeSilent: true, Limit: limit}, rt.readBuffer(&ts.rows, limit))
 		if err != nil {
 			return nil, &StoreError{Op: "list messages", Err: err}
 		}
@@ -235,6 +232,19 @@ func (rt *Runtime) chatWindow(ctx context.Context, ts *turnState) ([]Message, er
 		}
 		limit *= 2
 	}
+}
+
+// readBuffer returns room for n rows from the pool, kept as c's, for a
+// read into it; nil when the store reads into slices of its own
+// (listMessagesInto), which would leave a buffer unused and the pool
+// without it.
+func (rt *Runtime) readBuffer(c *turnRows, n int) []Message {
+	if !rt.store.readsInto() {
+		return nil
+	}
+	buf := c.buffer(n)
+	c.keep(buf)
+	return buf
 }
 
 // turnRows are the rows a turn read for its requests, in the pages it

@@ -146,6 +146,13 @@ type messagesInto interface {
 	listMessagesInto(ctx context.Context, threadID string, q MessageQuery, buf []Message) (MessagePage, error)
 }
 
+// readsInto reports whether the store reads pages into the caller's
+// buffer (listMessagesInto).
+func (r records) readsInto() bool {
+	_, ok := r.Store.(messagesInto)
+	return ok
+}
+
 // listMessagesInto is ListMessages, into buf when the store can.
 func (r records) listMessagesInto(ctx context.Context, threadID string, q MessageQuery, buf []Message) (MessagePage, error) {
 	if l, ok := r.Store.(messagesInto); ok {

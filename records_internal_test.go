@@ -35,3 +35,30 @@ func TestValidTextCopiesWhatItFixes(t *testing.T) {
 		t.Errorf("validText of a valid message allocates %v times", n)
 	}
 }
+
+// A turn reads pages into pooled buffers only with a store that reads into
+// them (the memory store); for any other store it takes none, since the
+// store's own slice would leave the buffer unused and the pool without it.
+func TestReadBuffersOnlyForStoresThatReadIntoThem(t *testing.T) {
+	type plain struct{ Store } // a Store with only the interface's methods
+	for _, c := range []struct {
+		name  string
+		store Store
+		into  bool
+	}{
+		{"memory", NewMemoryStore(), true},
+		{"other", plain{NewMemoryStore()}, false},
+	} {
+		rt := NewRuntime(NewRegistry(nil), &RuntimeOptions{Store: c.store})
+		var rows turnRows
+		buf := rt.readBuffer(&rows, 8)
+		if c.into {
+			if buf == nil || cap(buf) < 8 || rows.scratch == nil || len(rows.scratch.owned) != 1 {
+				t.Errorf("%s store: readBuffer gave %d of room, kept %v; want room for 8, kept", c.name, cap(buf), rows.scratch != nil)
+			}
+		} else if buf != nil || rows.scratch != nil {
+			t.Errorf("%s store: readBuffer gave %d of room and took a scratch (%v); want neither", c.name, cap(buf), rows.scratch != nil)
+		}
+		rows.release()
+	}
+}

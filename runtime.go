@@ -481,8 +481,7 @@ func (rt *Runtime) SetEnv(ctx context.Context, threadID, name string, v EnvValue
 // read into a pooled buffer: a turn asks it twice.
 func (rt *Runtime) lastSeq(ctx context.Context, threadID string) (int64, error) {
 	var bufs turnRows
-	buf := bufs.buffer(1)
-	bufs.keep(buf)
+	buf := rt.readBuffer(&bufs, 1)
 	defer bufs.release()
 	p, err := rt.store.listMessagesInto(ctx, threadID, MessageQuery{Limit: 1, Order: OrderDesc, IncludeSilent: true, MaxDepth: -1}, buf)
 	if err != nil {
