@@ -165,14 +165,15 @@ func (r *reader) prepare(c *sqlite3.Conn, query string) (*sqlite3.Stmt, error) {
 
 // readPage runs a page query on a reader: args bind ?1, ?2 … (strings and
 // integers), each row is a message's msgColumns followed by one integer
-// column per tail pointer, which gets the last row's value. ok is false
-// when no reader was free; nothing was read then.
-func (s *Store) readPage(ctx context.Context, threadID, query string, args []any, tail []any) (page toolrun.MessagePage, ok bool, err error) {
+// column per tail pointer, which gets the last row's value. The page is
+// read into room for room messages. ok is false when no reader was free;
+// nothing was read then.
+func (s *Store) readPage(ctx context.Context, threadID string, room int, query string, args []any, tail []any) (page toolrun.MessagePage, ok bool, err error) {
 	r := s.readers.get(ctx)
 	if r == nil {
 		return page, false, nil
 	}
-	page.Messages = []toolrun.Message{}
+	page.Messages = make([]toolrun.Message, 0, room)
 	err = r.conn.Raw(func(dc any) error {
 		d, ok := dc.(interface{ Raw() *sqlite3.Conn })
 		if !ok {

@@ -230,7 +230,7 @@ func TestReaderDecodesAsDatabaseSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	query := `SELECT ` + msgColumns + ` FROM messages WHERE thread_id = ?1 ORDER BY seq`
-	raw, ok, err := st.readPage(ctx, "t", query, []any{"t"}, nil)
+	raw, ok, err := st.readPage(ctx, "t", 0, query, []any{"t"}, nil)
 	if !ok || err != nil {
 		t.Fatalf("reader: ok %v, %v", ok, err)
 	}
@@ -252,5 +252,27 @@ func TestReaderDecodesAsDatabaseSQL(t *testing.T) {
 	}
 	if m := raw.Messages[2]; m.ErrorCode != "bad" || !m.Silent || m.Depth != 2 || m.CallDigest != "dg" || len(m.Attachments) != 1 {
 		t.Fatalf("tool result read back as %+v", m)
+	}
+}
+
+// A page is read into room for the rows its query can return: its limit,
+// or the rows known to match and a few more, whichever is fewer, within
+// maxPageRoom; none when neither is known.
+func TestPageRoom(t *testing.T) {
+	for _, c := range []struct {
+		limit, matching int64
+		want            int
+	}{
+		{54, -1, 54},
+		{-1, -1, 0},
+		{1000, -1, maxPageRoom},
+		{54, 10, 14},
+		{54, 0, 4},
+		{-1, 10, 14},
+		{-1, 10000, maxPageRoom},
+	} {
+		if got := pageRoom(c.limit, c.matching); got != c.want {
+			t.Errorf("pageRoom(%d, %d) = %d; want %d", c.limit, c.matching, got, c.want)
+		}
 	}
 }

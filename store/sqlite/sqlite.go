@@ -763,7 +763,11 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 	}
 	off := max(q.Offset, 0)
 	var added, last int64
-	page, err := s.listPage(ctx, threadID, `SELECT `+msgColumns+`, `+tail+` FROM messages
+	matching := int64(-1)
+	if cached {
+		matching = max(known.n-int64(off), 0)
+	}
+	page, err := s.listPage(ctx, threadID, pageRoom(limit, matching), `SELECT `+msgColumns+`, `+tail+` FROM messages
 		WHERE thread_id = ?1`+filter+` ORDER BY seq `+dir+` LIMIT +?4 OFFSET ?5`,
 		[]any{threadID, depth, known.last, limit, off}, &added, &last)
 	if err == nil && len(page.Messages) == 0 {
@@ -827,7 +831,7 @@ func (s *Store) listAfter(ctx context.Context, threadID string, q toolrun.Messag
 	if limit > 0 {
 		tail = []any{&total}
 	}
-	page, err := s.listPage(ctx, threadID, query, []any{threadID, depth, q.After, limit, off}, tail...)
+	page, err := s.listPage(ctx, threadID, pageRoom(limit, -1), query, []any{threadID, depth, q.After, limit, off}, tail...)
 	switch {
 	case err != nil:
 	case limit < 0 && (len(page.Messages) > 0 || off == 0):
@@ -875,11 +879,35 @@ type (
 	countEntry struct{ last, n int64 }
 )
 
-func (s *Store) listPage(ctx context.Context, threadID, query string, args []any, tail ...any) (toolrun.MessagePage, error) {
-	if page, ok, err := s.readPage(ctx, threadID, query, args, tail); ok {
+// pageRoom is the room a page is read into: as many messages as its query
+// can return — limit (-1: none), and matching, the number of rows known to
+// match it (-1: not known) plus a few appended since they were counted — up
+// to maxPageRoom, so that most pages are allocated once instead of growing
+// row by row. Knowing neither (a query with After reads the few rows of a
+// step), none: the page grows as it is read.
+func pageRoom(limit, matching int64) int {
+	if limit <= 0 && matching < 0 {
+		return 0
+	}
+	n := int64(maxPageRoom)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	if matching >= 0 {
+		n = min(n, matching+4)
+	}
+	return int(n)
+}
+
+const maxPageRoom = 256
+
+// listPage reads the messages of a page query into room for room of them
+// (see readPage for the query's shape).
+func (s *Store) listPage(ctx context.Context, threadID string, room int, query string, args []any, tail ...any) (toolrun.MessagePage, error) {
+	if page, ok, err := s.readPage(ctx, threadID, room, query, args, tail); ok {
 		return page, err
 	}
-	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
+	page := toolrun.MessagePage{Messages: make([]toolrun.Message, 0, room)}
 	rows, err := s.query(ctx, query, args...)
 	if err != nil {
 		return page, err
