@@ -583,7 +583,13 @@ func (s *Store) ListMessages(ctx context.Context, threadID string, q toolrun.Mes
 	query, qargs, count, args := listSQL(threadID, q)
 	after, limited := q.After > 0, q.Limit > 0
 	off := int64(max(q.Offset, 0))
-	page := toolrun.MessagePage{Messages: []toolrun.Message{}}
+	// Room for the rows a page with a limit can return, so that a window's
+	// page is allocated once instead of growing row by row.
+	room := 0
+	if limited {
+		room = min(q.Limit, 256)
+	}
+	page := toolrun.MessagePage{Messages: make([]toolrun.Message, 0, room)}
 	rows, err := s.pool.Query(ctx, query, qargs...)
 	if err == nil {
 		err = drain(rows, func(r pgx.Rows) error {
