@@ -351,10 +351,11 @@ func (v *memView) message(r *memRow, thread string) Message {
 // page's messages are written where the page holds them.
 func (v *memView) fill(m *Message, r *memRow, thread string) {
 	b := &v.blocks
-	*m = Message{ID: b.str(r.id), ThreadID: thread, Seq: r.seq, Role: Role(b.str(r.role)), Content: b.str(r.content),
-		ToolCallID: b.str(r.toolCallID), Name: b.str(r.name), ToolStatus: Status(b.str(r.status)), Side: b.str(r.side),
-		Depth: int(r.depth), Silent: r.silent, Prompt: b.str(r.prompt), CallDigest: b.str(r.callDigest),
-		CreatedAt: time.Unix(r.sec, int64(r.nsec)).UTC()}
+	*m = Message{}
+	m.ID, m.ThreadID, m.Seq, m.Role, m.Content = b.str(r.id), thread, r.seq, Role(b.str(r.role)), b.str(r.content)
+	m.ToolCallID, m.Name, m.ToolStatus, m.Side = b.str(r.toolCallID), b.str(r.name), Status(b.str(r.status)), b.str(r.side)
+	m.Depth, m.Silent, m.Prompt, m.CallDigest = int(r.depth), r.silent, b.str(r.prompt), b.str(r.callDigest)
+	m.CreatedAt = time.Unix(r.sec, int64(r.nsec)).UTC()
 	if n := int(r.ncalls); n > 0 {
 		if len(v.room) >= n {
 			m.ToolCalls, v.room = v.room[:n:n], v.room[n:]
