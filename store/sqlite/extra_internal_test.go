@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -69,15 +68,9 @@ func TestEncodeExtra(t *testing.T) {
 // A row whose extra holds the zero keys too, as earlier versions stored
 // every row, reads back as the same message as one stored now.
 func TestExtraWithZeroKeysReadsTheSame(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t)
+	fillThread(t, st, "t", 0)
 	ctx := t.Context()
-	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2025, 1, 2, 3, 4, 5, 6000, time.UTC)
 	m := &toolrun.Message{ID: "a", Role: toolrun.RoleAssistant, Content: "calling", CreatedAt: at,
 		ToolCalls: []toolrun.ToolCall{{ID: "c1", Name: "get", Arguments: `{"x":1}`}}, Metadata: map[string]any{"k": "v"}}

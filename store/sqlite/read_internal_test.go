@@ -34,16 +34,24 @@ func fillThread(t *testing.T, st *Store, id string, n int) {
 	}
 }
 
+// openTemp opens a Store on a new file in t's temporary directory, closed
+// when t ends.
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
 // The page statements a Store keeps prepared are never prepared again by
 // SQLite when their parameters change: a LIMIT bound straight to a
 // parameter makes SQLite prepare the statement again at each new binding,
 // which cost as much as the read.
 func TestPageStatementsAreNotPreparedAgain(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t)
 	fillThread(t, st, "t1", 30)
 	fillThread(t, st, "t2", 30)
 	ctx := t.Context()
@@ -75,11 +83,7 @@ func TestPageStatementsAreNotPreparedAgain(t *testing.T) {
 // decode — reports why and leaves its reader with no transaction open:
 // the next read works and a checkpoint can copy the whole WAL back.
 func TestStoppedReadEndsItsTransaction(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t)
 	fillThread(t, st, "t", 200)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -208,15 +212,9 @@ func TestCloseDuringReads(t *testing.T) {
 // through database/sql (the path taken when every reader is busy, and
 // with a one-connection pool): every column and the fields kept in extra.
 func TestReaderDecodesAsDatabaseSQL(t *testing.T) {
-	st, err := Open(filepath.Join(t.TempDir(), "x.db"), &Options{PlaintextSecrets: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTemp(t)
+	fillThread(t, st, "t", 0)
 	ctx := t.Context()
-	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
-		t.Fatal(err)
-	}
 	msgs := []*toolrun.Message{
 		{ID: "u", Role: toolrun.RoleUser, Content: "hello", Side: "a", CreatedAt: testTimeInternal},
 		{ID: "a", Role: toolrun.RoleAssistant, Content: "calling", Prompt: "p", Side: "b", SubagentID: "s",
