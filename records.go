@@ -43,7 +43,13 @@ func (r records) AppendMessages(ctx context.Context, threadID string, msgs ...*M
 			m.CreatedAt = now
 		}
 	}
-	return r.Store.AppendMessages(ctx, threadID, msgs...)
+	if ms, ok := r.Store.(*MemoryStore); ok {
+		// A direct call, which keeps no reference to msgs: the callers'
+		// lists of one message need no allocation.
+		return ms.AppendMessages(ctx, threadID, msgs...)
+	}
+	// Through the interface msgs escapes; a copy does instead of it.
+	return r.Store.AppendMessages(ctx, threadID, slices.Clone(msgs)...)
 }
 
 // CreateThread gives the thread an id and a creation time when it has none.

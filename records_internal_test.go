@@ -1,6 +1,10 @@
 package toolrun
 
-import "testing"
+import (
+	"context"
+	"strconv"
+	"testing"
+)
 
 // TestValidTextCopiesWhatItFixes: validText fixes a message's own strings
 // in place, but copies a slice of calls or attachments before it changes
@@ -61,4 +65,61 @@ func TestReadBuffersOnlyForStoresThatReadIntoThem(t *testing.T) {
 		}
 		rows.release()
 	}
+}
+
+// Appending through records to the memory store costs what appending to
+// the store directly costs: the caller's list of messages is not
+// allocated. A store reached through the interface gets a list of its
+// own, which the caller's appends never change.
+func TestAppendThroughRecordsAllocatesNoList(t *testing.T) {
+	ctx := context.Background()
+	ms := NewMemoryStore()
+	r := records{ms}
+	for _, id := range []string{"direct", "records"} {
+		if err := ms.CreateThread(ctx, &Thread{ID: id, CreatedAt: recordTime()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	at := recordTime()
+	appends := func(thread string, add func(m *Message) error) float64 {
+		msgs := make([]Message, 101) // AllocsPerRun runs once more than asked
+		n := 0
+		return testing.AllocsPerRun(100, func() {
+			m := &msgs[n]
+			*m = Message{ID: thread + strconv.Itoa(n), Role: RoleUser, Content: "hi", CreatedAt: at}
+			n++
+			if err := add(m); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	direct := appends("direct", func(m *Message) error { return ms.AppendMessages(ctx, "direct", m) })
+	through := appends("records", func(m *Message) error { return r.AppendMessages(ctx, "records", m) })
+	if through > direct {
+		t.Errorf("an append through records allocates %v times, a direct one %v", through, direct)
+	}
+
+	kept := &keepingStore{Store: NewMemoryStore()}
+	if err := kept.CreateThread(ctx, &Thread{ID: "t", CreatedAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	list := []*Message{{Role: RoleUser, Content: "first"}}
+	if err := (records{kept}).AppendMessages(ctx, "t", list...); err != nil {
+		t.Fatal(err)
+	}
+	list[0] = &Message{Role: RoleUser, Content: "changed"}
+	if got := kept.list[0].Content; got != "first" {
+		t.Errorf("the store's list changed with the caller's: %q", got)
+	}
+}
+
+// keepingStore keeps the last list of messages it was given.
+type keepingStore struct {
+	Store
+	list []*Message
+}
+
+func (s *keepingStore) AppendMessages(ctx context.Context, threadID string, msgs ...*Message) error {
+	s.list = msgs
+	return s.Store.AppendMessages(ctx, threadID, msgs...)
 }
