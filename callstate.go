@@ -107,8 +107,8 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	s.b.env[name] = v
 	s.b.redOK = false
 	s.b.mu.Unlock()
-	if f := s.b.sc.envSet; f != nil {
-		return f(ctx, name, v)
+	if w := s.b.sc.watch; w != nil {
+		return w.envSet(ctx, name, v)
 	}
 	return nil
 }

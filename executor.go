@@ -203,7 +203,7 @@ type scope struct {
 	exec *Execution
 	// defaults are env links between the thread's env and the user's (an
 	// agent's defaults, then a prompt's); their values are secret.
-	defaults []map[string]string
+	defaults [2]map[string]string
 	// stamp gives its Prompt, Side, ParentID and Depth to every message the
 	// batch stores.
 	stamp rowStamp
@@ -211,12 +211,18 @@ type scope struct {
 	// nullOptionals says the model's schema dialect made optional
 	// properties nullable: its nulls for them mean "not given".
 	nullOptionals bool
-	// envSet runs after a tool stored a thread env value; nil: nothing.
-	envSet func(ctx context.Context, name string, v EnvValue) error
+	// watch is told after a tool stored a thread env value; nil: no one.
+	watch envWatcher
 	// recordsStop says the batch's turn records an Execution.Stop: the
 	// result of a call during which exec was stopped is stored with the
 	// stop record (stopRecord), in one append.
 	recordsStop bool
+}
+
+// envWatcher is what a scope tells when a tool stored a thread env value
+// (a turn, which carries it down to the thread's sub-agents).
+type envWatcher interface {
+	envSet(ctx context.Context, name string, v EnvValue) error
 }
 
 // rowStamp is what a scope gives every message its batches store.

@@ -42,7 +42,8 @@ type turnState struct {
 
 	rows turnRows // the chat rows its requests read
 	resp response // collects each of its model responses
-	sc   *scope   // the scope of its batches, once made
+	sc   scope    // the scope of its batches, once made (scOK)
+	scOK bool
 }
 
 // root is the top-level turn a sub-prompt belongs to.
@@ -55,17 +56,16 @@ func (ts *turnState) root() *turnState {
 
 // scope is the scope of the turn's batches, made for its first.
 func (ts *turnState) scope() *scope {
-	if ts.sc != nil {
-		return ts.sc
+	sc := &ts.sc
+	if ts.scOK {
+		return sc
 	}
-	sc := &scope{
+	*sc = scope{
 		exec:     ts.exec,
-		defaults: []map[string]string{ts.agent.Env, ts.prompt.Env},
+		defaults: [2]map[string]string{ts.agent.Env, ts.prompt.Env},
 		stamp:    rowStamp{Prompt: ts.prompt.Name, Side: ts.sideKey, ParentID: ts.parentID, Depth: ts.depth},
 		nest:     ts.nest,
-		envSet: func(ctx context.Context, name string, v EnvValue) error {
-			return ts.rt.propagateEnv(ctx, ts.th.ID, name, v, 0)
-		},
+		watch:    ts,
 		// A sub-prompt's Stop ends only the sub-prompt, which stores no
 		// record of it.
 		recordsStop: ts.parent == nil,
@@ -73,8 +73,14 @@ func (ts *turnState) scope() *scope {
 	if n, ok := ts.model.Provider.(NullableOptionals); ok {
 		sc.nullOptionals = n.NullableOptionals(ts.model.ID)
 	}
-	ts.sc = sc
+	ts.scOK = true
 	return sc
+}
+
+// envSet carries a thread env value a tool of the turn stored down to the
+// thread's live sub-agents.
+func (ts *turnState) envSet(ctx context.Context, name string, v EnvValue) error {
+	return ts.rt.propagateEnv(ctx, ts.th.ID, name, v, 0)
 }
 
 type turnResult struct {
