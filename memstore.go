@@ -1012,7 +1012,7 @@ func pageBounds(n int, q MessageQuery) (lo, hi int) {
 		lo = min(off, n)
 		hi = n
 		if q.Limit > 0 {
-			hi = min(lo+q.Limit, n)
+			hi = lo + min(q.Limit, n-lo) // lo+q.Limit may overflow
 		}
 		return lo, hi
 	}

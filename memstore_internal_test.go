@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"reflect"
 	"runtime"
 	"strings"
@@ -601,5 +602,26 @@ func TestChangeThreadChangesInPlaceWithoutSharing(t *testing.T) {
 	}
 	if _, err := st.changeThread(ctx, "missing", func(*Thread) { t.Error("change ran for a missing thread") }); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing thread: %v", err)
+	}
+}
+
+// A page's bounds hold for any Limit and Offset: an ascending page with
+// an Offset and a Limit near the largest int overflowed their sum, and
+// the read panicked making a slice of negative length.
+func TestPageBoundsHoldForAnyLimit(t *testing.T) {
+	for _, q := range []MessageQuery{
+		{Order: OrderAsc, Offset: 1, Limit: math.MaxInt},
+		{Order: OrderAsc, Offset: math.MaxInt, Limit: math.MaxInt},
+		{Order: OrderDesc, Offset: 1, Limit: math.MaxInt},
+		{Offset: math.MaxInt, Limit: 1},
+	} {
+		lo, hi := pageBounds(5, q)
+		if lo < 0 || hi > 5 || lo > hi {
+			t.Errorf("pageBounds(5, %+v) = [%d, %d); want a window within [0, 5)", q, lo, hi)
+		}
+	}
+	lo, hi := pageBounds(5, MessageQuery{Order: OrderAsc, Offset: 1, Limit: math.MaxInt})
+	if lo != 1 || hi != 5 {
+		t.Errorf("ascending from offset 1 without a useful limit: [%d, %d); want [1, 5)", lo, hi)
 	}
 }
