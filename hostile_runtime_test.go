@@ -284,3 +284,52 @@ func TestModelToolNamesAreStoredCleaned(t *testing.T) {
 	assert.NotContains(t, callName, "\x00")
 	assert.True(t, utf8.ValidString(callName), "%q", callName)
 }
+
+// TestMemoryStoreRefusesValuesThatHoldThemselves: a thread, message or
+// child entry whose map holds itself is refused with an error naming where,
+// and nothing of it is stored. Copying such a map followed it without end
+// and overflowed the stack, which killed the process (run in a child
+// process).
+func TestMemoryStoreRefusesValuesThatHoldThemselves(t *testing.T) {
+	if os.Getenv("HOSTILE_CHILD") == "" {
+		inChild(t, t.Name())
+		return
+	}
+	ctx := context.Background()
+	st := toolrun.NewMemoryStore()
+	self := map[string]any{}
+	self["self"] = self
+	at := time.Now()
+
+	err := st.CreateThread(ctx, &toolrun.Thread{ID: "t", Properties: map[string]any{"a": self}, CreatedAt: at})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "properties.a.self")
+	_, err = st.GetThread(ctx, "t")
+	assert.ErrorIs(t, err, toolrun.ErrNotFound, "the refused thread was stored")
+
+	require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t", CreatedAt: at}))
+	err = st.UpdateThread(ctx, &toolrun.Thread{ID: "t", Arguments: self})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "arguments.self")
+	err = st.AppendMessages(ctx, "t",
+		&toolrun.Message{ID: "m1", Role: toolrun.RoleUser, Content: "first", CreatedAt: at},
+		&toolrun.Message{ID: "m2", Role: toolrun.RoleUser, Content: "second", Metadata: self, CreatedAt: at})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "message 1 (m2): metadata.self")
+	err = st.AppendMessages(ctx, "t", &toolrun.Message{ID: "m3", Role: toolrun.RoleTool, ToolCallID: "c", ErrorData: self, CreatedAt: at})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "error_data.self")
+	err = st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "c", InitialArguments: self})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "initial_arguments.self")
+
+	p, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{})
+	require.NoError(t, err)
+	assert.Empty(t, p.Messages, "a refused append stored some of its batch")
+	th, err := st.GetThread(ctx, "t")
+	require.NoError(t, err)
+	assert.Nil(t, th.Arguments, "a refused update changed the thread")
+	kids, err := st.Children(ctx, "t")
+	require.NoError(t, err)
+	assert.Empty(t, kids, "a refused child entry was stored")
+}

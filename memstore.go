@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 	"unsafe"
+
+	"github.com/toolrun/toolrun/internal/jsonvalue"
 )
 
 // MemoryStore is the in-memory Store: the default when no store is
@@ -267,16 +269,23 @@ type memRowMore struct {
 }
 
 // newMemRowMore returns the rarer fields of m, with copies of its slices
-// and maps, or nil when m has none.
-func newMemRowMore(m *Message) *memRowMore {
+// and its maps as kept (keepMap), or nil when m has none.
+func newMemRowMore(m *Message) (*memRowMore, error) {
 	if m.ErrorCode == "" && m.Stack == "" && m.Arguments == "" && m.ParentID == "" && m.SubagentID == "" &&
 		!m.Queued && m.ErrorData == nil && m.Metadata == nil && m.QueuedCalls == nil && m.Attachments == nil {
-		return nil
+		return nil, nil
+	}
+	errorData, err := keepMap("error_data", m.ErrorData)
+	if err != nil {
+		return nil, err
+	}
+	metadata, err := keepMap("metadata", m.Metadata)
+	if err != nil {
+		return nil, err
 	}
 	return &memRowMore{errorCode: m.ErrorCode, stack: m.Stack, arguments: m.Arguments, parentID: m.ParentID,
-		subagentID: m.SubagentID, queued: m.Queued,
-		errorData: cloneMap(m.ErrorData), metadata: cloneMap(m.Metadata),
-		queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}
+		subagentID: m.SubagentID, queued: m.Queued, errorData: errorData, metadata: metadata,
+		queuedCalls: slices.Clone(m.QueuedCalls), attachments: slices.Clone(m.Attachments)}, nil
 }
 
 // memStaged is what an append prepares for a message before it takes the
@@ -286,12 +295,16 @@ type memStaged struct {
 	content []byte // a copy of a content longer than arenaOwn; nil otherwise
 }
 
-func stage(m *Message) memStaged {
-	st := memStaged{more: newMemRowMore(m)}
+func stage(m *Message) (memStaged, error) {
+	more, err := newMemRowMore(m)
+	if err != nil {
+		return memStaged{}, err
+	}
+	st := memStaged{more: more}
 	if len(m.Content) > arenaOwn {
 		st.content = []byte(m.Content)
 	}
-	return st
+	return st, nil
 }
 
 // addRow stores m as the thread's next row, numbered seq, with the counters
@@ -489,12 +502,34 @@ func (a *memArena) own(b []byte) strRef {
 	return strRef{blk: uint32(a.blocks.add(b)), n: wholeBlock}
 }
 
-// cloneMap copies a map of JSON values deeply; nil stays nil.
+// keptLimits bound the maps the store keeps: nested as deep as a JSON
+// decoder reads (what the other stores can give back), and the default
+// bounds of size.
+var keptLimits = jsonvalue.Limits{MaxDepth: jsonvalue.HardMaxDepth}
+
+// keepMap returns the copy of m the store keeps: the JSON value
+// encoding/json would write for m and read back (objects as map[string]any,
+// arrays as []any), so that the memory store gives back what a durable
+// store would and shares nothing with the caller. A value JSON cannot hold
+// (one that contains itself, a func, NaN) or one nested deeper than a
+// decoder reads is an error naming where, under root. nil stays nil.
+func keepMap(root string, m map[string]any) (map[string]any, error) {
+	if m == nil {
+		return nil, nil
+	}
+	tree, err := jsonvalue.Normalize(root, m, &keptLimits)
+	if err != nil {
+		return nil, err
+	}
+	return tree.(map[string]any), nil
+}
+
+// cloneMap copies a map the store keeps, without recursion; nil stays nil.
 func cloneMap(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	return cloneJSONMap(m)
+	return jsonvalue.Clone(m).(map[string]any)
 }
 
 // memRows holds a thread's rows by value in chunks. Chunk 0 holds the first
@@ -601,7 +636,10 @@ func (s *MemoryStore) CreateThread(ctx context.Context, th *Thread) error {
 	if th.ID == "" {
 		return fmt.Errorf("toolrun: create thread: the thread has no ID")
 	}
-	c := copyThread(th)
+	c, err := keepThread(th)
+	if err != nil {
+		return fmt.Errorf("toolrun: create thread %s: %w", th.ID, err)
+	}
 	t := s.thread(th.ID, true)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -662,7 +700,10 @@ func (s *MemoryStore) UpdateThread(ctx context.Context, th *Thread) error {
 	if t == nil {
 		return ErrNotFound
 	}
-	c := copyThread(th)
+	c, err := keepThread(th)
+	if err != nil {
+		return fmt.Errorf("toolrun: update thread %s: %w", th.ID, err)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.exists {
@@ -698,17 +739,26 @@ func (s *MemoryStore) changeThread(ctx context.Context, id string, change func(*
 	return copyThread(&t.t), nil
 }
 
+// keepThread returns the copy of t the store keeps: its maps as keepMap
+// keeps them.
+func keepThread(t *Thread) (Thread, error) {
+	c := *t
+	var err error
+	if c.Arguments, err = keepMap("arguments", t.Arguments); err != nil {
+		return Thread{}, err
+	}
+	if c.Properties, err = keepMap("properties", t.Properties); err != nil {
+		return Thread{}, err
+	}
+	c.Tags = slices.Clone(t.Tags)
+	return c, nil
+}
+
+// copyThread copies a thread the store keeps.
 func copyThread(t *Thread) Thread {
 	c := *t
-	if t.Arguments != nil {
-		c.Arguments = cloneJSONMap(t.Arguments)
-	}
-	if t.Properties != nil {
-		c.Properties = cloneJSONMap(t.Properties)
-	}
-	if t.Tags != nil {
-		c.Tags = append([]string(nil), t.Tags...)
-	}
+	c.Arguments, c.Properties = cloneMap(t.Arguments), cloneMap(t.Properties)
+	c.Tags = slices.Clone(t.Tags)
 	return c
 }
 
@@ -731,8 +781,12 @@ func (s *MemoryStore) AppendMessages(ctx context.Context, threadID string, msgs 
 	if len(msgs) > 1 {
 		staged = make([]memStaged, 0, len(msgs))
 	}
-	for _, m := range msgs {
-		staged = append(staged, stage(m))
+	for i, m := range msgs {
+		st, err := stage(m)
+		if err != nil {
+			return fmt.Errorf("toolrun: append to thread %s: message %d (%s): %w", threadID, i, m.ID, err)
+		}
+		staged = append(staged, st)
 	}
 	t.mu.Lock()
 	if !t.exists {
@@ -1305,9 +1359,11 @@ func (s *MemoryStore) PutChild(ctx context.Context, e ChildEntry) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if e.InitialArguments != nil {
-		e.InitialArguments = cloneJSONMap(e.InitialArguments)
+	args, err := keepMap("initial_arguments", e.InitialArguments)
+	if err != nil {
+		return fmt.Errorf("toolrun: put child %s of thread %s: %w", e.Reference, e.ParentID, err)
 	}
+	e.InitialArguments = args
 	t := s.thread(e.ParentID, true)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -1364,9 +1420,7 @@ func (s *MemoryStore) childList(parentID string) []ChildEntry {
 }
 
 func copyChild(e ChildEntry) ChildEntry {
-	if e.InitialArguments != nil {
-		e.InitialArguments = cloneJSONMap(e.InitialArguments)
-	}
+	e.InitialArguments = cloneMap(e.InitialArguments)
 	return e
 }
 

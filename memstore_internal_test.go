@@ -153,7 +153,11 @@ func TestMemoryStoreRowKeepsEveryField(t *testing.T) {
 	for _, content := range []string{m.Content, strings.Repeat("long content ", arenaOwn)} {
 		m.Content = content
 		th := &memThread{exists: true}
-		th.addRow(&m, stage(&m), m.Seq, 0, 0, 0)
+		st, err := stage(&m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th.addRow(&m, st, m.Seq, 0, 0, 0)
 		v := th.view()
 		got := v.message(v.rows.at(0), m.ThreadID)
 		if !reflect.DeepEqual(got, m) {

@@ -1,9 +1,6 @@
 package toolrun
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // Role is the author of a message.
 type Role string
@@ -111,29 +108,4 @@ type AttachmentRef struct {
 	Width       int    `json:"width,omitempty"`
 	Height      int    `json:"height,omitempty"`
 	Description string `json:"description,omitempty"`
-}
-
-// cloneJSONMap copies a map of JSON-like values deeply.
-func cloneJSONMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = cloneJSONValue(v)
-	}
-	return out
-}
-
-func cloneJSONValue(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		return cloneJSONMap(x)
-	case []any:
-		a := make([]any, len(x))
-		for i, e := range x {
-			a[i] = cloneJSONValue(e)
-		}
-		return a
-	case json.RawMessage:
-		return append(json.RawMessage(nil), x...)
-	}
-	return v
 }
