@@ -275,10 +275,15 @@ func (s *Store) appendOne(ctx context.Context, p *pending) (int64, error) {
 }
 
 // encodeBody returns the JSON body stored for m (its Seq, ID and
-// CreatedAt have columns, and are read from those).
+// CreatedAt have columns, and are read from those). A field nested too
+// deeply to decode (see tooDeep) is refused with an error naming its JSON
+// key.
 func encodeBody(m *toolrun.Message, threadID string) (string, error) {
 	c := *m
 	c.ThreadID, c.Seq = threadID, 0
 	b, err := json.Marshal(&c)
+	if member, deep := tooDeep(b); deep {
+		return "", fmt.Errorf("%s: %w", member, errTooDeep)
+	}
 	return string(b), err
 }

@@ -54,7 +54,11 @@
 //
 // The Store keeps records as given (see toolrun.Store): it makes no ids
 // and reads no clock for them; it refuses a message without ID or
-// CreatedAt and a thread without ID.
+// CreatedAt and a thread without ID. It also refuses, with an error
+// wrapping toolrun.ErrUnstorable, a record holding a value that nests
+// arrays and objects more than 10,000 deep (thread arguments or
+// properties, message metadata or error data, child initial arguments):
+// encoding/json writes such a value but cannot read it back.
 //
 // # Secrets
 //
@@ -85,6 +89,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -368,7 +373,8 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	return nil
 }
 
-// threadJSON encodes the JSON columns of a thread, NULL for nil.
+// threadJSON encodes the JSON columns of a thread, NULL for nil. It
+// refuses a value nested too deeply to decode (see tooDeep).
 func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 	enc := func(v any, null bool, what string) (*string, error) {
 		if null {
@@ -377,6 +383,9 @@ func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 		b, err := json.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if _, deep := tooDeep(b); deep {
+			return nil, fmt.Errorf("%s: %w", what, errTooDeep)
 		}
 		return jsonArg(b), nil
 	}
@@ -388,6 +397,71 @@ func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 	}
 	tags, err = enc(t.Tags, t.Tags == nil, "tags")
 	return
+}
+
+// maxJSONDepth is how deeply arrays and objects may nest in a document that
+// encoding/json decodes: json.Unmarshal fails on one nested deeper
+// ("exceeded max depth"), though json.Marshal writes it. The Store refuses
+// to write such a document, which it could not read back.
+const maxJSONDepth = 10000
+
+// errTooDeep is the error of a value refused by tooDeep; callers prefix the
+// name of the value.
+var errTooDeep = fmt.Errorf("arrays and objects nested more than %d deep, deeper than JSON decoding allows: %w", maxJSONDepth, toolrun.ErrUnstorable)
+
+// tooDeep reports whether the JSON document b (as json.Marshal writes it)
+// nests arrays and objects more than maxJSONDepth deep, and if so the name
+// of the member of its outermost object that holds the first value nested
+// too deeply ("" when b is not an object). Every level takes an opening
+// and a closing bracket, so a document of at most twice maxJSONDepth bytes
+// is not read; a longer one is read once, its strings skipped.
+func tooDeep(b []byte) (member string, deep bool) {
+	if len(b) <= 2*maxJSONDepth {
+		return "", false
+	}
+	depth := 0
+	var key []byte // the last string of the outermost object, quoted
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			end := stringEnd(b, i)
+			if depth == 1 && b[0] == '{' {
+				// In an object the last string before a value nested
+				// in it is that value's name.
+				key = b[i:min(end+1, len(b))]
+			}
+			i = end
+		case '{', '[':
+			depth++
+			if depth > maxJSONDepth {
+				_ = json.Unmarshal(key, &member)
+				return member, true
+			}
+		case '}', ']':
+			depth--
+		}
+	}
+	return "", false
+}
+
+// stringEnd returns the index of the quote that ends the JSON string whose
+// opening quote is at b[open], or len(b) if none does: the first quote
+// after it not escaped by an odd number of backslashes.
+func stringEnd(b []byte, open int) int {
+	for from := open + 1; ; {
+		k := bytes.IndexByte(b[from:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		q, n := from+k, 0
+		for q-1-n > open && b[q-1-n] == '\\' {
+			n++
+		}
+		if n%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
 }
 
 // jsonArg passes encoded JSON as text, or NULL when b is nil.
@@ -483,7 +557,7 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 		ids[i], created[i] = m.ID, m.CreatedAt
 		b, err := encodeBody(m, threadID)
 		if err != nil {
-			return fmt.Errorf("postgres: append to thread %q: encode message %d: %w", threadID, i, err)
+			return fmt.Errorf("postgres: append to thread %q: encode message %d (%s): %w", threadID, i, m.ID, err)
 		}
 		roles[i], callIDs[i], depths[i], silent[i], bodies[i] = string(m.Role), m.ToolCallID, int32(m.Depth), m.Silent, b
 	}
@@ -550,7 +624,7 @@ func (s *Store) appendSingle(ctx context.Context, threadID string, m *toolrun.Me
 		depth: int32(m.Depth), silent: m.Silent, created: m.CreatedAt, done: make(chan struct{})}
 	var err error
 	if p.body, err = encodeBody(m, threadID); err != nil {
-		return fmt.Errorf("postgres: append to thread %q: encode message 0: %w", threadID, err)
+		return fmt.Errorf("postgres: append to thread %q: encode message 0 (%s): %w", threadID, m.ID, err)
 	}
 	if err := s.group.append(p); err != nil {
 		return fmt.Errorf("postgres: append to thread %q: %w", threadID, err)
@@ -1024,11 +1098,15 @@ func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
 
 // ---- children ----
 
-// PutChild implements toolrun.ChildStore. It is fenced on the parent thread.
+// PutChild implements toolrun.ChildStore. It is fenced on the parent
+// thread. It refuses an entry nested too deeply to decode (see tooDeep).
 func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	created, updated := e.CreatedAt, e.UpdatedAt
 	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
 	body, err := json.Marshal(&e)
+	if member, deep := tooDeep(body); deep {
+		err = fmt.Errorf("%s: %w", member, errTooDeep)
+	}
 	if err == nil {
 		_, err = s.writeExec(ctx, e.ParentID, `INSERT INTO children (parent_id, reference, created_at, updated_at, body)
 			VALUES ($1, $2, $3, $4, $5::text::json)

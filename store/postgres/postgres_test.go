@@ -4,8 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,5 +161,153 @@ func TestUnknownEnvScope(t *testing.T) {
 	st := openTemp(t)
 	if err := st.SetEnv(t.Context(), "agent", "a", "K", toolrun.EnvValue{Value: "v"}); err == nil {
 		t.Error("SetEnv accepted scope \"agent\"")
+	}
+}
+
+// deepMap returns a map with n maps nested below it, one in the other.
+func deepMap(n int) map[string]any {
+	root := map[string]any{}
+	cur := root
+	for range n {
+		next := map[string]any{}
+		cur["d"] = next
+		cur = next
+	}
+	return root
+}
+
+// A value nested deeper than encoding/json decodes (10,000 levels of
+// arrays and objects in the stored document) is refused with an error that
+// names it and wraps ErrUnstorable, and nothing of its write is stored:
+// stored, it could not be read back, and every later read of its thread
+// (or of the parent's children) would fail. A value just as deep as
+// decoding allows is stored and reads back. A thread's JSON columns hold
+// its maps themselves; a message's body and a child's body hold them one
+// level down.
+func TestTooDeepValuesAreRefused(t *testing.T) {
+	st := openTemp(t)
+	ctx := t.Context()
+	refused := func(what string, err error, field string) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s nested too deeply was stored", what)
+		}
+		if !errors.Is(err, toolrun.ErrUnstorable) || !strings.Contains(err.Error(), field) {
+			t.Fatalf("%s nested too deeply: %v; want an error naming %s and wrapping ErrUnstorable", what, err, field)
+		}
+	}
+
+	// Threads.
+	for _, n := range []int{9999, 10000, 10001} {
+		for _, field := range []string{"properties", "arguments"} {
+			th := &toolrun.Thread{ID: fmt.Sprint(field, n), CreatedAt: testTime}
+			if field == "properties" {
+				th.Properties = deepMap(n)
+			} else {
+				th.Arguments = deepMap(n)
+			}
+			err := st.CreateThread(ctx, th)
+			if n > 9999 {
+				refused("CreateThread of "+field, err, field)
+				if _, err := st.GetThread(ctx, th.ID); !errors.Is(err, toolrun.ErrNotFound) {
+					t.Fatalf("GetThread after a refused CreateThread: %v, want ErrNotFound", err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("CreateThread of %s %d maps deep: %v", field, n, err)
+			}
+			got, err := st.GetThread(ctx, th.ID)
+			if err != nil || !reflect.DeepEqual(got, th) {
+				t.Fatalf("GetThread of %s %d maps deep: %v", field, n, err)
+			}
+		}
+	}
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t", Properties: map[string]any{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := st.UpdateThread(ctx, &toolrun.Thread{ID: "t", Properties: deepMap(10000)})
+	refused("UpdateThread of properties", err, "properties")
+	if got, err := st.GetThread(ctx, "t"); err != nil || got.Properties["k"] != "v" {
+		t.Fatalf("GetThread after a refused UpdateThread: %+v, %v; want the thread unchanged", got, err)
+	}
+
+	// Messages, one at a time (group commit) and several together: a
+	// refused append stores none of its messages, and the thread's
+	// earlier messages still read.
+	if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	ok := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Metadata: deepMap(9998)}
+	if err := st.AppendMessages(ctx, "t", ok); err != nil {
+		t.Fatalf("AppendMessages of metadata 9998 maps deep: %v", err)
+	}
+	for _, m := range []*toolrun.Message{
+		{Role: toolrun.RoleUser, Metadata: deepMap(9999)},
+		{Role: toolrun.RoleTool, ToolCallID: "c1", ErrorData: deepMap(10001)},
+	} {
+		m.ID, m.CreatedAt = testID(), testTime
+		field := "metadata"
+		if m.ErrorData != nil {
+			field = "error_data"
+		}
+		plain := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Content: "with it"}
+		refused("AppendMessages of "+field, st.AppendMessages(ctx, "t", plain, m), field)
+		refused("AppendMessages of "+field, st.AppendMessages(ctx, "t", m), field)
+	}
+	for _, q := range []toolrun.MessageQuery{{IncludeSilent: true, MaxDepth: -1}, {After: 1}} {
+		want := 2 - int(q.After)
+		page, err := st.ListMessages(ctx, "t", q)
+		if err != nil {
+			t.Fatalf("ListMessages(%+v) after refused appends: %v", q, err)
+		}
+		if n := len(page.Messages); n != want || page.Messages[n-1].ID != ok.ID || !reflect.DeepEqual(page.Messages[n-1].Metadata, ok.Metadata) {
+			t.Fatalf("ListMessages(%+v) after refused appends: %d messages, want the %d stored before", q, n, want)
+		}
+	}
+
+	// Children.
+	if err := st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "ok", InitialArguments: deepMap(9998)}); err != nil {
+		t.Fatalf("PutChild of initial arguments 9998 maps deep: %v", err)
+	}
+	refused("PutChild of initial_arguments", st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "deep", InitialArguments: deepMap(9999)}), "initial_arguments")
+	kids, err := st.Children(ctx, "t")
+	if err != nil || len(kids) != 1 || kids[0].Reference != "ok" {
+		t.Fatalf("Children after a refused PutChild: %+v, %v; want the entry stored before", kids, err)
+	}
+}
+
+// TooDeep refuses exactly what json.Unmarshal refuses for its depth, in
+// arrays and objects, counting no bracket inside a string (escaped quotes
+// and backslashes included), and names the member of the outermost object
+// that holds the too-deep value.
+func TestTooDeep(t *testing.T) {
+	const limit = postgres.MaxJSONDepth
+	arrays := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	objects := func(n int) string { return strings.Repeat(`{"k":`, n) + "1" + strings.Repeat("}", n) }
+	noise := `"` + strings.Repeat(`[{\"\\`, 6000) + `"` // brackets, escaped quotes and backslashes in a string
+	for i, c := range []struct {
+		doc, member string
+	}{
+		{arrays(limit), ""},
+		{arrays(limit + 1), ""},
+		{objects(limit), ""},
+		{objects(limit + 1), "k"},
+		{`{"s":` + noise + `,"m":` + arrays(limit-1) + `}`, ""},
+		{`{"s":` + noise + `,"m":` + arrays(limit) + `}`, "m"},
+		{`[` + noise + `,` + arrays(limit) + `]`, ""},
+		{`{"a\"b\\":"v\\","m":1,"x":` + arrays(limit) + `,"z":2}`, "x"},
+		{`{"a\"b\\" : ` + arrays(limit) + `}`, `a"b\`},
+		{`{"k":"` + strings.Repeat("[", 3*limit) + `"}`, ""},
+	} {
+		var v any
+		err := json.Unmarshal([]byte(c.doc), &v)
+		if err != nil && !strings.Contains(err.Error(), "exceeded max depth") {
+			t.Fatalf("case %d is not valid JSON: %v", i, err)
+		}
+		member, deep := postgres.TooDeep([]byte(c.doc))
+		if deep != (err != nil) || member != c.member {
+			t.Errorf("case %d: TooDeep = %q, %v; json.Unmarshal: %v, want member %q", i, member, deep, err, c.member)
+		}
 	}
 }
