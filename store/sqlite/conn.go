@@ -298,7 +298,7 @@ func (c *rawConn) insert(threadID string, base int64, rows []msgRow) error {
 		b.text(p+3, m.ToolCallID)
 		b.int(p+4, int64(m.Depth))
 		b.bool(p+5, m.Silent)
-		b.int(p+6, micros(m.CreatedAt))
+		b.int(p+6, r.created)
 		b.text(p+7, m.Content)
 		b.text(p+8, m.Name)
 		b.text(p+9, string(m.ToolStatus))

@@ -40,6 +40,9 @@
 // properties, message metadata or error data, child initial arguments):
 // encoding/json writes such a value but cannot read it back.
 //
+// Times are stored as Unix microseconds in 64 bits: a time more than about
+// 292,000 years from 1970 is refused, with an error naming its field.
+//
 // # Secrets
 //
 // Secret env values (every [toolrun.EnvValue] whose Type is not
@@ -396,17 +399,29 @@ func (s *Store) write(ctx context.Context, fn func() error) error {
 	}
 }
 
-// Times are stored as Unix microseconds; the zero time is stored as its
-// own (negative) value, so it comes back zero.
-func micros(t time.Time) int64 { return t.UnixMicro() }
+// micros returns t as it is stored: Unix microseconds, precision below a
+// microsecond dropped. The zero time is stored as its own (negative) value,
+// so it comes back zero. A time that microseconds in an int64 cannot hold
+// (about 292,000 years either side of 1970) is refused with an error that
+// names field, where t.UnixMicro would overflow into another time.
+func micros(t time.Time, field string) (int64, error) {
+	us := t.UnixMicro()
+	if !time.UnixMicro(us).Equal(t.Truncate(time.Microsecond)) {
+		return 0, fmt.Errorf("%s %s is outside the times the store can hold (Unix microseconds in 64 bits, about 292,000 years either side of 1970)",
+			field, t.Format(time.RFC3339Nano))
+	}
+	return us, nil
+}
 
 func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-func nullMicros(t time.Time) sql.NullInt64 {
+// nullMicros is micros, with NULL for the zero time.
+func nullMicros(t time.Time, field string) (sql.NullInt64, error) {
 	if t.IsZero() {
-		return sql.NullInt64{}
+		return sql.NullInt64{}, nil
 	}
-	return sql.NullInt64{Int64: t.UnixMicro(), Valid: true}
+	us, err := micros(t, field)
+	return sql.NullInt64{Int64: us, Valid: err == nil}, err
 }
 
 // jsonOrNull encodes v, or returns NULL for an empty map or slice. It
@@ -498,13 +513,21 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 		return errors.New("sqlite: create thread: the thread has no ID")
 	}
 	args, props, tags, err := threadJSON(t)
+	var created int64
+	var terminated sql.NullInt64
+	if err == nil {
+		created, err = micros(t.CreatedAt, "CreatedAt")
+	}
+	if err == nil {
+		terminated, err = nullMicros(t.TerminatedAt, "TerminatedAt")
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: create thread %q: %w", t.ID, err)
 	}
 	err = s.write(ctx, func() error {
 		res, err := s.exec(ctx, `INSERT INTO threads (id, agent_id, user_id, parent_id, arguments, session_turns, properties, tags, created_at, terminated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-			t.ID, t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, micros(t.CreatedAt), nullMicros(t.TerminatedAt))
+			t.ID, t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, created, terminated)
 		if err != nil {
 			return err
 		}
@@ -574,13 +597,17 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 // UpdateThread implements toolrun.ThreadStore.
 func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
 	args, props, tags, err := threadJSON(t)
+	var terminated sql.NullInt64
+	if err == nil {
+		terminated, err = nullMicros(t.TerminatedAt, "TerminatedAt")
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: update thread %q: %w", t.ID, err)
 	}
 	err = s.write(ctx, func() error {
 		res, err := s.exec(ctx, `UPDATE threads SET agent_id = ?, user_id = ?, parent_id = ?, arguments = ?, session_turns = ?,
 			properties = ?, tags = ?, terminated_at = ? WHERE id = ?`,
-			t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, nullMicros(t.TerminatedAt), t.ID)
+			t.AgentID, t.UserID, t.ParentID, args, t.SessionTurns, props, tags, terminated, t.ID)
 		if err != nil {
 			return err
 		}
@@ -620,11 +647,15 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 			return fmt.Errorf("sqlite: append to thread %q: message %d (%s) has depth %d, outside 0 to %d", threadID, i, m.ID, m.Depth, math.MaxInt32)
 		}
 		r := &rows[i]
+		created, err := micros(m.CreatedAt, "CreatedAt")
+		if err != nil {
+			return fmt.Errorf("sqlite: append to thread %q: message %d (%s): %w", threadID, i, m.ID, err)
+		}
 		extra, err := encodeExtra(m)
 		if err != nil {
 			return fmt.Errorf("sqlite: append to thread %q: encode message %d (%s): %w", threadID, i, m.ID, err)
 		}
-		r.m, r.extra = m, extra
+		r.m, r.created, r.extra = m, created, extra
 	}
 	var base int64
 	err := s.write(ctx, func() error {
@@ -695,11 +726,12 @@ func (s *Store) AppendMessages(ctx context.Context, threadID string, msgs ...*to
 // appends use an explicit transaction.
 const insertChunk = 100
 
-// msgRow is a message ready to insert: the caller's message and the JSON
-// AppendMessages encoded for it.
+// msgRow is a message ready to insert: the caller's message and the
+// values AppendMessages encoded for it.
 type msgRow struct {
-	m     *toolrun.Message
-	extra *string // JSON of the fields without a column; nil = NULL
+	m       *toolrun.Message
+	created int64   // CreatedAt in Unix microseconds
+	extra   *string // JSON of the fields without a column; nil = NULL
 }
 
 // cacheSeq remembers the last Seq of a thread; callers hold wmu.
@@ -1282,17 +1314,24 @@ func (s *Store) WriteFile(ctx context.Context, threadID string, f toolrun.FileIn
 	}
 	path, mimeType := f.Path, f.MimeType
 	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: f.UpdatedAt}
-	err := s.write(ctx, func() error {
-		var created int64
-		err := s.execRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = excluded.mime_type, size = excluded.size,
-				updated_at = excluded.updated_at, data = excluded.data
-			RETURNING created_at`,
-			threadID, path, mimeType, info.Size, micros(f.CreatedAt), micros(info.UpdatedAt), data).Scan(&created)
-		info.CreatedAt = fromMicros(created)
-		return err
-	})
+	createdAt, err := micros(f.CreatedAt, "CreatedAt")
+	var updatedAt int64
+	if err == nil {
+		updatedAt, err = micros(f.UpdatedAt, "UpdatedAt")
+	}
+	if err == nil {
+		err = s.write(ctx, func() error {
+			var created int64
+			err := s.execRow(ctx, `INSERT INTO files (thread_id, path, mime_type, size, created_at, updated_at, data)
+				VALUES (?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (thread_id, path) DO UPDATE SET mime_type = excluded.mime_type, size = excluded.size,
+					updated_at = excluded.updated_at, data = excluded.data
+				RETURNING created_at`,
+				threadID, path, mimeType, info.Size, createdAt, updatedAt, data).Scan(&created)
+			info.CreatedAt = fromMicros(created)
+			return err
+		})
+	}
 	if err != nil {
 		return toolrun.FileInfo{}, fmt.Errorf("sqlite: write file %q of thread %q: %w", path, threadID, err)
 	}
@@ -1404,13 +1443,20 @@ func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	if member, deep := tooDeep(body); deep {
 		err = fmt.Errorf("%s: %w", member, errTooDeep)
 	}
+	var createdAt, updatedAt int64
+	if err == nil {
+		createdAt, err = micros(created, "CreatedAt")
+	}
+	if err == nil {
+		updatedAt, err = micros(updated, "UpdatedAt")
+	}
 	if err != nil {
 		return fmt.Errorf("sqlite: put child %q of %q: %w", e.Reference, e.ParentID, err)
 	}
 	err = s.write(ctx, func() error {
 		_, err := s.exec(ctx, `INSERT INTO children (parent_id, reference, created_at, updated_at, body) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (parent_id, reference) DO UPDATE SET updated_at = excluded.updated_at, body = excluded.body`,
-			e.ParentID, e.Reference, micros(created), micros(updated), string(body))
+			e.ParentID, e.Reference, createdAt, updatedAt, string(body))
 		return err
 	})
 	if err != nil {

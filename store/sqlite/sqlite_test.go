@@ -6,6 +6,7 @@ import (
 	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -736,5 +737,102 @@ func TestTooDeepValuesAreRefused(t *testing.T) {
 	kids, err := st.Children(ctx, "t")
 	if err != nil || len(kids) != 1 || kids[0].Reference != "ok" {
 		t.Fatalf("Children after a refused PutChild: %+v, %v; want the entry stored before", kids, err)
+	}
+}
+
+// A time is stored as Unix microseconds in 64 bits: one outside that range
+// (about 292,000 years either side of 1970) is refused with an error naming
+// the field, and nothing of its write is stored, where it was stored as
+// another time (year 300000 read back as year -284555). The first and last
+// times of the range are stored and read back, and so is a time with
+// nanoseconds, which loses them as before.
+func TestTimesOutsideTheStoredRange(t *testing.T) {
+	st := openTemp(t, nil)
+	ctx := t.Context()
+	far := []time.Time{time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC)}
+	edges := []time.Time{time.UnixMicro(math.MinInt64).UTC(), time.UnixMicro(math.MaxInt64).UTC(), testTime.Add(789 * time.Nanosecond)}
+	refused := func(what string, err error, field string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Fatalf("%s: %v; want an error naming %s", what, err, field)
+		}
+	}
+	readBack := func(what string, got, want time.Time) {
+		t.Helper()
+		if !got.Equal(want.Truncate(time.Microsecond)) {
+			t.Fatalf("%s: read back %v, want %v", what, got, want)
+		}
+	}
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t", CreatedAt: testTime}); err != nil {
+		t.Fatal(err)
+	}
+	for i, at := range far {
+		what := fmt.Sprint("time ", at.Year())
+		id := fmt.Sprint("far", i)
+		refused(what+" as a thread's CreatedAt", st.CreateThread(ctx, &toolrun.Thread{ID: id, CreatedAt: at}), "CreatedAt")
+		refused(what+" as a thread's TerminatedAt", st.CreateThread(ctx, &toolrun.Thread{ID: id, CreatedAt: testTime, TerminatedAt: at}), "TerminatedAt")
+		if _, err := st.GetThread(ctx, id); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("GetThread after refused CreateThreads: %v, want ErrNotFound", err)
+		}
+		refused(what+" as TerminatedAt in UpdateThread", st.UpdateThread(ctx, &toolrun.Thread{ID: "t", AgentID: "changed", TerminatedAt: at}), "TerminatedAt")
+		if th, err := st.GetThread(ctx, "t"); err != nil || th.AgentID != "" || !th.TerminatedAt.IsZero() {
+			t.Fatalf("GetThread after a refused UpdateThread: %+v, %v; want the thread unchanged", th, err)
+		}
+		plain := &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser}
+		refused(what+" as a message's CreatedAt", st.AppendMessages(ctx, "t", plain, &toolrun.Message{ID: testID(), CreatedAt: at, Role: toolrun.RoleUser}), "CreatedAt")
+		if page, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{}); err != nil || len(page.Messages) != 0 {
+			t.Fatalf("ListMessages after a refused append: %d messages, %v; want none", len(page.Messages), err)
+		}
+		_, err := st.WriteFile(ctx, "t", toolrun.FileInfo{Path: "/f", CreatedAt: at, UpdatedAt: testTime}, []byte("x"))
+		refused(what+" as a file's CreatedAt", err, "CreatedAt")
+		_, err = st.WriteFile(ctx, "t", toolrun.FileInfo{Path: "/f", CreatedAt: testTime, UpdatedAt: at}, []byte("x"))
+		refused(what+" as a file's UpdatedAt", err, "UpdatedAt")
+		if _, err := st.StatFile(ctx, "t", "/f"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("StatFile after refused writes: %v, want ErrNotFound", err)
+		}
+		refused(what+" as a child's CreatedAt", st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "c", CreatedAt: at, UpdatedAt: testTime}), "CreatedAt")
+		refused(what+" as a child's UpdatedAt", st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "c", CreatedAt: testTime, UpdatedAt: at}), "UpdatedAt")
+		if _, err := st.Child(ctx, "t", "c"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("Child after refused PutChilds: %v, want ErrNotFound", err)
+		}
+	}
+	for i, at := range edges {
+		what := fmt.Sprint("time ", at)
+		id := fmt.Sprint("edge", i)
+		if err := st.CreateThread(ctx, &toolrun.Thread{ID: id, CreatedAt: at, TerminatedAt: at}); err != nil {
+			t.Fatalf("%s: CreateThread: %v", what, err)
+		}
+		th, err := st.GetThread(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBack(what+" as a thread's CreatedAt", th.CreatedAt, at)
+		readBack(what+" as a thread's TerminatedAt", th.TerminatedAt, at)
+		if err := st.AppendMessages(ctx, id, &toolrun.Message{ID: testID(), CreatedAt: at, Role: toolrun.RoleUser}); err != nil {
+			t.Fatalf("%s: AppendMessages: %v", what, err)
+		}
+		page, err := st.ListMessages(ctx, id, toolrun.MessageQuery{})
+		if err != nil || len(page.Messages) != 1 {
+			t.Fatalf("%s: ListMessages: %d messages, %v", what, len(page.Messages), err)
+		}
+		readBack(what+" as a message's CreatedAt", page.Messages[0].CreatedAt, at)
+		if _, err := st.WriteFile(ctx, id, toolrun.FileInfo{Path: "/f", CreatedAt: at, UpdatedAt: at}, []byte("x")); err != nil {
+			t.Fatalf("%s: WriteFile: %v", what, err)
+		}
+		f, err := st.StatFile(ctx, id, "/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBack(what+" as a file's CreatedAt", f.CreatedAt, at)
+		readBack(what+" as a file's UpdatedAt", f.UpdatedAt, at)
+		if err := st.PutChild(ctx, toolrun.ChildEntry{ParentID: id, Reference: "c", CreatedAt: at, UpdatedAt: at}); err != nil {
+			t.Fatalf("%s: PutChild: %v", what, err)
+		}
+		c, err := st.Child(ctx, id, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		readBack(what+" as a child's CreatedAt", c.CreatedAt, at)
+		readBack(what+" as a child's UpdatedAt", c.UpdatedAt, at)
 	}
 }
