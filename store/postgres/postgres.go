@@ -60,6 +60,10 @@
 // properties, message metadata or error data, child initial arguments):
 // encoding/json writes such a value but cannot read it back.
 //
+// Message.Depth is kept in a 32-bit integer column. A Depth outside 0 to
+// 2³¹−1 is refused, as by every store. A MessageQuery.MaxDepth above
+// 2³¹−1 selects every depth, as no message is deeper.
+//
 // # Secrets
 //
 // Secret env values (every [toolrun.EnvValue] whose Type is not
@@ -713,8 +717,11 @@ func listSQL(threadID string, q toolrun.MessageQuery) (query string, qargs []any
 		filter += ` AND NOT silent`
 	}
 	if q.MaxDepth >= 0 {
+		// The integer depth column holds no value above math.MaxInt32 and
+		// pgx cannot bind one to it: a larger MaxDepth selects the rows
+		// math.MaxInt32 does.
 		filter += ` AND depth <= $2`
-		args = append(args, q.MaxDepth)
+		args = append(args, min(q.MaxDepth, math.MaxInt32))
 	}
 	count = `SELECT coalesce(sum(n), 0) FROM message_counts WHERE thread_id = $1` + filter
 	after := q.After > 0

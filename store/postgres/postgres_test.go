@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -308,6 +309,33 @@ func TestTooDeep(t *testing.T) {
 		member, deep := postgres.TooDeep([]byte(c.doc))
 		if deep != (err != nil) || member != c.member {
 			t.Errorf("case %d: TooDeep = %q, %v; json.Unmarshal: %v, want member %q", i, member, deep, err, c.member)
+		}
+	}
+}
+
+// A MaxDepth above the range of the depth column (int4) selects every
+// depth, as no message is deeper, where pgx failed to encode it.
+func TestMaxDepthAboveTheColumnsRange(t *testing.T) {
+	st := openTemp(t)
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []int{0, 5, math.MaxInt32} {
+		if err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: testTime, Role: toolrun.RoleUser, Depth: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, depth := range []int{math.MaxInt32, math.MaxInt32 + 1, math.MaxInt} {
+		for _, q := range []toolrun.MessageQuery{{MaxDepth: depth}, {MaxDepth: depth, Limit: 2}, {MaxDepth: depth, After: 1}, {MaxDepth: depth, After: 1, Limit: 1}} {
+			page, err := st.ListMessages(ctx, "t", q)
+			total, n := 3-int(q.After), 3-int(q.After)
+			if q.Limit > 0 {
+				n = min(n, q.Limit)
+			}
+			if err != nil || page.Total != total || len(page.Messages) != n {
+				t.Fatalf("ListMessages(%+v): %d messages, total %d, %v; want %d of the %d after Seq %d", q, len(page.Messages), page.Total, err, n, total, q.After)
+			}
 		}
 	}
 }
