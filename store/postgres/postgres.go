@@ -60,9 +60,11 @@
 // properties, message metadata or error data, child initial arguments):
 // encoding/json writes such a value but cannot read it back.
 //
-// Message.Depth is kept in a 32-bit integer column. A Depth outside 0 to
-// 2³¹−1 is refused, as by every store. A MessageQuery.MaxDepth above
-// 2³¹−1 selects every depth, as no message is deeper.
+// Message.Depth and Thread.SessionTurns are kept in 32-bit integer
+// columns. A Depth outside 0 to 2³¹−1 is refused, as by every store; a
+// SessionTurns outside −2³¹ to 2³¹−1 is refused too, where the memory and
+// SQLite stores keep any int. A MessageQuery.MaxDepth above 2³¹−1 selects
+// every depth, as no message is deeper.
 //
 // # Secrets
 //
@@ -362,6 +364,9 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 		return errors.New("postgres: create thread: the thread has no ID")
 	}
 	args, props, tags, err := threadJSON(t)
+	if err == nil {
+		err = checkThread(t)
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
 	}
@@ -373,6 +378,16 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
+	}
+	return nil
+}
+
+// checkThread refuses a thread with a field its columns cannot hold: a
+// SessionTurns outside the range of the integer column (the memory and
+// SQLite stores keep any int).
+func checkThread(t *toolrun.Thread) error {
+	if t.SessionTurns < math.MinInt32 || t.SessionTurns > math.MaxInt32 {
+		return fmt.Errorf("SessionTurns %d is outside %d to %d", t.SessionTurns, math.MinInt32, math.MaxInt32)
 	}
 	return nil
 }
@@ -517,6 +532,9 @@ func (s *Store) GetThread(ctx context.Context, id string) (*toolrun.Thread, erro
 // UpdateThread implements toolrun.ThreadStore.
 func (s *Store) UpdateThread(ctx context.Context, t *toolrun.Thread) error {
 	args, props, tags, err := threadJSON(t)
+	if err == nil {
+		err = checkThread(t)
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: update thread %q: %w", t.ID, err)
 	}

@@ -339,3 +339,46 @@ func TestMaxDepthAboveTheColumnsRange(t *testing.T) {
 		}
 	}
 }
+
+// SessionTurns, stored in an int4 column, is refused outside that range
+// with an error naming it, and nothing is written, where pgx failed with
+// an error naming neither the field nor the fault. Both ends of the range
+// are stored and read back.
+func TestSessionTurnsOutsideTheColumnsRange(t *testing.T) {
+	st := openTemp(t)
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t", AgentID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{math.MaxInt32 + 1, math.MinInt32 - 1, math.MaxInt} {
+		err := st.CreateThread(ctx, &toolrun.Thread{ID: "far", SessionTurns: n})
+		if err == nil || !strings.Contains(err.Error(), "SessionTurns") {
+			t.Fatalf("CreateThread with SessionTurns %d: %v; want an error naming SessionTurns", n, err)
+		}
+		if _, err := st.GetThread(ctx, "far"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("GetThread after a refused CreateThread: %v, want ErrNotFound", err)
+		}
+		err = st.UpdateThread(ctx, &toolrun.Thread{ID: "t", AgentID: "changed", SessionTurns: n})
+		if err == nil || !strings.Contains(err.Error(), "SessionTurns") {
+			t.Fatalf("UpdateThread with SessionTurns %d: %v; want an error naming SessionTurns", n, err)
+		}
+		if th, err := st.GetThread(ctx, "t"); err != nil || th.AgentID != "a" || th.SessionTurns != 0 {
+			t.Fatalf("GetThread after a refused UpdateThread: %+v, %v; want the thread unchanged", th, err)
+		}
+	}
+	for _, n := range []int{math.MaxInt32, math.MinInt32} {
+		id := fmt.Sprint("edge", n)
+		if err := st.CreateThread(ctx, &toolrun.Thread{ID: id, SessionTurns: n}); err != nil {
+			t.Fatalf("CreateThread with SessionTurns %d: %v", n, err)
+		}
+		if th, err := st.GetThread(ctx, id); err != nil || th.SessionTurns != n {
+			t.Fatalf("GetThread of SessionTurns %d: %+v, %v", n, th, err)
+		}
+		if err := st.UpdateThread(ctx, &toolrun.Thread{ID: "t", AgentID: "a", SessionTurns: n}); err != nil {
+			t.Fatalf("UpdateThread with SessionTurns %d: %v", n, err)
+		}
+		if th, err := st.GetThread(ctx, "t"); err != nil || th.SessionTurns != n {
+			t.Fatalf("GetThread after UpdateThread of SessionTurns %d: %+v, %v", n, th, err)
+		}
+	}
+}
