@@ -224,8 +224,15 @@ func (s *Store) readPage(ctx context.Context, threadID string, room int, query s
 	return page, true, err
 }
 
-// rawMessage reads the msgColumns of st's row, as scanMessage does.
+// rawMessage reads the msgColumns of st's row, as scanMessage does. The
+// integer columns are checked to hold integers: ColumnInt64 would read
+// another type as a number (a text as 0, or as the number it begins with).
 func rawMessage(threadID string, st *sqlite3.Stmt) (toolrun.Message, error) {
+	for i, c := range intColumns {
+		if typ := st.ColumnType(c.col); typ != sqlite3.INTEGER {
+			return toolrun.Message{}, errColumnType(st.ColumnInt64(0), st.ColumnText(1), i, typ)
+		}
+	}
 	m := toolrun.Message{
 		Seq:        st.ColumnInt64(0),
 		ID:         st.ColumnText(1),

@@ -274,3 +274,81 @@ func TestPageRoom(t *testing.T) {
 		}
 	}
 }
+
+// A message row whose integer column (seq, depth, silent, created_at) holds
+// another type — user SQL can store one, the columns not being STRICT — is
+// refused with an error naming the row, the column and the type, the same
+// through a reader as through database/sql, where a reader read it as 0
+// (depth 0, not silent, created in 1970). Any silent but 0 is silent, as
+// for the filter of silent messages.
+func TestMessageColumnOfAnotherType(t *testing.T) {
+	st := openTemp(t)
+	fillThread(t, st, "t", 1)
+	ctx := t.Context()
+	insert := `INSERT INTO messages (thread_id, seq, id, role, tool_call_id, depth, silent, created_at, content, name, tool_status, parent_id, prompt, subagent_id)
+		VALUES ('t', ?, 'u', 'tool', 'c1', ?, ?, ?, 'x', '', '', '', '', '')`
+	for _, c := range []struct {
+		seq, depth, silent, created any
+		want                        string
+	}{
+		{2, "deep", "yes", "2025-01-01T00:00:00Z", "decode message 2: column depth holds TEXT"},
+		{2, 1, "yes", 0, "decode message 2: column silent holds TEXT"},
+		{2, 1, 0, "2025-01-01T00:00:00Z", "decode message 2: column created_at holds TEXT"},
+		{2, 1, 0, []byte{0}, "decode message 2: column created_at holds BLOB"},
+		{2, 1.5, 0, 0, "decode message 2: column depth holds FLOAT"},
+		{"two", 1, 0, 0, `decode message "u": column seq holds TEXT`},
+	} {
+		if _, err := st.DB().ExecContext(ctx, `DELETE FROM messages WHERE id = 'u'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DB().ExecContext(ctx, insert, c.seq, c.depth, c.silent, c.created); err != nil {
+			t.Fatal(err)
+		}
+		query := `SELECT ` + msgColumns + ` FROM messages WHERE thread_id = ?1 ORDER BY seq`
+		_, ok, rawErr := st.readPage(ctx, "t", 0, query, []any{"t"}, nil)
+		if !ok {
+			t.Fatal("no reader")
+		}
+		rows, err := st.db.QueryContext(ctx, query, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sqlErr error
+		for rows.Next() && sqlErr == nil {
+			_, sqlErr = scanMessage("t", rows)
+		}
+		rows.Close()
+		if rawErr == nil || sqlErr == nil || rawErr.Error() != c.want || sqlErr.Error() != c.want {
+			t.Errorf("row %v: through a reader: %v; through database/sql: %v; want %q from both", c, rawErr, sqlErr, c.want)
+		}
+	}
+	// A silent other than 0 and 1 is silent, on both paths.
+	if _, err := st.DB().ExecContext(ctx, `DELETE FROM messages WHERE id = 'u'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, insert, 2, 1, 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	page, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1})
+	if err != nil || len(page.Messages) != 2 || !page.Messages[1].Silent {
+		t.Fatalf("ListMessages of a row with silent 2: %+v, %v; want it silent", page.Messages, err)
+	}
+	if m, err := st.ToolResult(ctx, "t", "c1"); err != nil || !reflect.DeepEqual(*m, page.Messages[1]) {
+		t.Fatalf("ToolResult of a row with silent 2: %+v, %v; want %+v", m, err, page.Messages[1])
+	}
+
+	// Through the Store: ListMessages (a reader) and ToolResult (database/sql).
+	if _, err := st.DB().ExecContext(ctx, `DELETE FROM messages WHERE id = 'u'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(ctx, insert, 2, "deep", "yes", "2025-01-01T00:00:00Z"); err != nil {
+		t.Fatal(err)
+	}
+	const want = "decode message 2: column depth holds TEXT"
+	if page, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{IncludeSilent: true, MaxDepth: -1}); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ListMessages: %+v, %v; want an error with %q", page.Messages, err, want)
+	}
+	if m, err := st.ToolResult(ctx, "t", "c1"); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("ToolResult: %+v, %v; want an error with %q", m, err, want)
+	}
+}

@@ -808,19 +808,29 @@ func encodeExtra(m *toolrun.Message) (*string, error) {
 	return &x, nil
 }
 
-// scanMessage reads the msgColumns of a row, then extraDest.
+// scanMessage reads the msgColumns of a row, then extraDest. It refuses a
+// row whose integer column holds another type, as rawMessage does.
 func scanMessage(threadID string, sc interface{ Scan(...any) error }, extraDest ...any) (toolrun.Message, error) {
 	var (
 		m            toolrun.Message
-		created      int64
+		ints         [len(intColumns)]any // seq, depth, silent, created_at
 		role, status string
 		extra        []byte
 	)
-	dest := append([]any{&m.Seq, &m.ID, &role, &m.ToolCallID, &m.Depth, &m.Silent, &created,
+	dest := append([]any{&ints[0], &m.ID, &role, &m.ToolCallID, &ints[1], &ints[2], &ints[3],
 		&m.Content, &m.Name, &status, &m.ParentID, &m.Prompt, &m.SubagentID, &m.Side, &m.CallDigest, &extra}, extraDest...)
 	if err := sc.Scan(dest...); err != nil {
 		return m, err
 	}
+	var v [len(intColumns)]int64
+	for i, x := range ints {
+		n, ok := x.(int64)
+		if !ok {
+			return m, errColumnType(v[0], m.ID, i, valueType(x))
+		}
+		v[i] = n
+	}
+	m.Seq, m.Depth, m.Silent = v[0], int(v[1]), v[2] != 0
 	if extra != nil {
 		var x toolrun.Message
 		if err := json.Unmarshal(extra, &x); err != nil {
@@ -828,8 +838,43 @@ func scanMessage(threadID string, sc interface{ Scan(...any) error }, extraDest 
 		}
 		m = mergeExtra(m, x)
 	}
-	m.ThreadID, m.Role, m.ToolStatus, m.CreatedAt = threadID, toolrun.Role(role), toolrun.Status(status), fromMicros(created)
+	m.ThreadID, m.Role, m.ToolStatus, m.CreatedAt = threadID, toolrun.Role(role), toolrun.Status(status), fromMicros(v[3])
 	return m, nil
+}
+
+// intColumns are the integer columns of msgColumns (their indexes there,
+// and names), in the order scanMessage and rawMessage check them. The
+// columns are not STRICT: user SQL may store another type in them, which
+// both refuse.
+var intColumns = [...]struct {
+	col  int
+	name string
+}{{0, "seq"}, {4, "depth"}, {5, "silent"}, {6, "created_at"}}
+
+// errColumnType is the error of a message row whose integer column
+// intColumns[i] holds a value of type typ. The row is named by its seq, or
+// by its id when the seq is the value in question.
+func errColumnType(seq int64, id string, i int, typ sqlite3.Datatype) error {
+	if i == 0 {
+		return fmt.Errorf("decode message %q: column %s holds %s", id, intColumns[i].name, typ)
+	}
+	return fmt.Errorf("decode message %d: column %s holds %s", seq, intColumns[i].name, typ)
+}
+
+// valueType returns the SQLite type of a value the driver read (it gives
+// a TEXT that looks like a time as a time.Time).
+func valueType(v any) sqlite3.Datatype {
+	switch v.(type) {
+	case int64:
+		return sqlite3.INTEGER
+	case float64:
+		return sqlite3.FLOAT
+	case []byte:
+		return sqlite3.BLOB
+	case nil:
+		return sqlite3.NULL
+	}
+	return sqlite3.TEXT
 }
 
 // mergeExtra copies into m every field of x (decoded from extra) that has
