@@ -1510,27 +1510,32 @@ func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	return nil
 }
 
-func scanChild(created, updated int64, body []byte) (toolrun.ChildEntry, error) {
+// scanChild decodes a child entry from its row: its key columns, its times
+// and its body, which holds the other fields (the key and times in it are
+// not read: the columns are the entry's).
+func scanChild(parentID, reference string, created, updated int64, body []byte) (toolrun.ChildEntry, error) {
 	var e toolrun.ChildEntry
 	if err := json.Unmarshal(body, &e); err != nil {
-		return e, err
+		return toolrun.ChildEntry{}, fmt.Errorf("decode entry %q: %w", reference, err)
 	}
+	e.ParentID, e.Reference = parentID, reference
 	e.CreatedAt, e.UpdatedAt = fromMicros(created), fromMicros(updated)
 	return e, nil
 }
 
 // Child implements toolrun.ChildStore.
 func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.ChildEntry, error) {
+	var parent, ref string
 	var created, updated int64
 	var body []byte
-	err := s.queryRow(ctx, `SELECT created_at, updated_at, body FROM children WHERE parent_id = ? AND reference = ?`,
-		parentID, reference).Scan(&created, &updated, &body)
+	err := s.queryRow(ctx, `SELECT parent_id, reference, created_at, updated_at, body FROM children WHERE parent_id = ? AND reference = ?`,
+		parentID, reference).Scan(&parent, &ref, &created, &updated, &body)
 	if errors.Is(err, sql.ErrNoRows) {
 		err = toolrun.ErrNotFound
 	}
 	var e toolrun.ChildEntry
 	if err == nil {
-		e, err = scanChild(created, updated, body)
+		e, err = scanChild(parent, ref, created, updated, body)
 	}
 	if err != nil {
 		return toolrun.ChildEntry{}, fmt.Errorf("sqlite: child %q of %q: %w", reference, parentID, err)
@@ -1540,19 +1545,26 @@ func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.
 
 // Children implements toolrun.ChildStore.
 func (s *Store) Children(ctx context.Context, parentID string) ([]toolrun.ChildEntry, error) {
-	rows, err := s.query(ctx, `SELECT created_at, updated_at, body FROM children WHERE parent_id = ? ORDER BY ord`, parentID)
+	rows, err := s.query(ctx, `SELECT parent_id, reference, created_at, updated_at, body FROM children WHERE parent_id = ? ORDER BY ord`, parentID)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
 	}
 	defer rows.Close()
 	out := []toolrun.ChildEntry{}
 	for rows.Next() {
+		var parent, ref string
 		var created, updated int64
 		var body []byte
-		if err := rows.Scan(&created, &updated, &body); err != nil {
+		if err := rows.Scan(&parent, &ref, &created, &updated, &body); err != nil {
+			// A column of another type (written by user SQL): name the
+			// entry, reading the row again for its reference alone.
+			var key any
+			if rows.Scan(new(any), &key, new(any), new(any), new(any)) == nil {
+				err = fmt.Errorf("decode entry %q: %w", fmt.Sprint(key), err)
+			}
 			return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
 		}
-		e, err := scanChild(created, updated, body)
+		e, err := scanChild(parent, ref, created, updated, body)
 		if err != nil {
 			return nil, fmt.Errorf("sqlite: children of %q: %w", parentID, err)
 		}
