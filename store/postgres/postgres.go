@@ -1144,24 +1144,29 @@ func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	return nil
 }
 
+// scanChild decodes a child entry from its row: its key columns, its times
+// and its body, which holds the other fields (the key and times in it are
+// not read: the columns are the entry's).
 func scanChild(r pgx.Row) (toolrun.ChildEntry, error) {
+	var parent, ref string
 	var created, updated time.Time
 	var body []byte
-	if err := r.Scan(&created, &updated, &body); err != nil {
+	if err := r.Scan(&parent, &ref, &created, &updated, &body); err != nil {
 		return toolrun.ChildEntry{}, err
 	}
 	var e toolrun.ChildEntry
 	if err := json.Unmarshal(body, &e); err != nil {
-		return e, err
+		return toolrun.ChildEntry{}, fmt.Errorf("decode entry %q: %w", ref, err)
 	}
+	e.ParentID, e.Reference = parent, ref
 	e.CreatedAt, e.UpdatedAt = created.UTC(), updated.UTC()
 	return e, nil
 }
 
 // Child implements toolrun.ChildStore.
 func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.ChildEntry, error) {
-	e, err := scanChild(s.pool.QueryRow(ctx, `SELECT created_at, updated_at, body::text FROM children WHERE parent_id = $1 AND reference = $2`,
-		parentID, reference))
+	e, err := scanChild(s.pool.QueryRow(ctx, `SELECT parent_id, reference, created_at, updated_at, body::text FROM children
+		WHERE parent_id = $1 AND reference = $2`, parentID, reference))
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = toolrun.ErrNotFound
 	}
@@ -1174,7 +1179,8 @@ func (s *Store) Child(ctx context.Context, parentID, reference string) (toolrun.
 // Children implements toolrun.ChildStore.
 func (s *Store) Children(ctx context.Context, parentID string) ([]toolrun.ChildEntry, error) {
 	out := []toolrun.ChildEntry{}
-	rows, err := s.pool.Query(ctx, `SELECT created_at, updated_at, body::text FROM children WHERE parent_id = $1 ORDER BY ord`, parentID)
+	rows, err := s.pool.Query(ctx, `SELECT parent_id, reference, created_at, updated_at, body::text FROM children
+		WHERE parent_id = $1 ORDER BY ord`, parentID)
 	if err == nil {
 		err = drain(rows, func(r pgx.Rows) error {
 			e, err := scanChild(r)

@@ -382,3 +382,48 @@ func TestSessionTurnsOutsideTheColumnsRange(t *testing.T) {
 		}
 	}
 }
+
+// A child entry's ParentID and Reference are its key columns, whatever its
+// JSON body says (user SQL may have written one without them), and a body
+// that does not decode into an entry fails Child and Children with an
+// error naming the entry.
+func TestChildBodyFromUserSQL(t *testing.T) {
+	st := openTemp(t)
+	ctx := t.Context()
+	for _, ref := range []string{"a", "b"} {
+		if err := st.PutChild(ctx, toolrun.ChildEntry{ParentID: "p", Reference: ref, Name: "n-" + ref, CreatedAt: testTime, UpdatedAt: testTime}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(ref, body string) {
+		t.Helper()
+		if _, err := st.Pool().Exec(ctx, `UPDATE children SET body = $1::json WHERE parent_id = 'p' AND reference = $2`, body, ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("a", `{}`)
+	set("b", `{"parent_id":"other","reference":"x","name":"n-b"}`)
+	e, err := st.Child(ctx, "p", "a")
+	if err != nil || e.ParentID != "p" || e.Reference != "a" || !e.CreatedAt.Equal(testTime) {
+		t.Fatalf("Child of a body {}: %+v, %v; want ParentID p, Reference a", e, err)
+	}
+	kids, err := st.Children(ctx, "p")
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("Children: %+v, %v", kids, err)
+	}
+	for i, ref := range []string{"a", "b"} {
+		if kids[i].ParentID != "p" || kids[i].Reference != ref {
+			t.Errorf("Children: entry %d is %+v; want ParentID p, Reference %s", i, kids[i], ref)
+		}
+	}
+	if kids[1].Name != "n-b" {
+		t.Errorf("Children: entry b lost the rest of its body: %+v", kids[1])
+	}
+	set("b", `{"blocking":"yes"}`)
+	if _, err := st.Child(ctx, "p", "b"); err == nil || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("Child of a body that does not decode: %v; want an error naming the entry", err)
+	}
+	if _, err := st.Children(ctx, "p"); err == nil || !strings.Contains(err.Error(), `decode entry "b"`) {
+		t.Errorf("Children with a body that does not decode: %v; want an error naming the entry", err)
+	}
+}
