@@ -64,7 +64,8 @@
 // columns. A Depth outside 0 to 2³¹−1 is refused, as by every store; a
 // SessionTurns outside −2³¹ to 2³¹−1 is refused too, where the memory and
 // SQLite stores keep any int. A MessageQuery.MaxDepth above 2³¹−1 selects
-// every depth, as no message is deeper.
+// every depth, as no message is deeper. Times are kept in timestamp
+// columns: one outside their range, 4713 BC to 294276 AD, is refused.
 //
 // # Secrets
 //
@@ -365,7 +366,7 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	}
 	args, props, tags, err := threadJSON(t)
 	if err == nil {
-		err = checkThread(t)
+		err = errors.Join(checkThread(t), checkTime("CreatedAt", t.CreatedAt))
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: create thread %q: %w", t.ID, err)
@@ -382,12 +383,30 @@ func (s *Store) CreateThread(ctx context.Context, t *toolrun.Thread) error {
 	return nil
 }
 
-// checkThread refuses a thread with a field its columns cannot hold: a
-// SessionTurns outside the range of the integer column (the memory and
-// SQLite stores keep any int).
+// checkThread refuses a thread with a field its columns cannot hold, but
+// for its CreatedAt (which only CreateThread writes): a SessionTurns
+// outside the range of the integer column (the memory and SQLite stores
+// keep any int), a TerminatedAt outside that of timestamps.
 func checkThread(t *toolrun.Thread) error {
 	if t.SessionTurns < math.MinInt32 || t.SessionTurns > math.MaxInt32 {
 		return fmt.Errorf("SessionTurns %d is outside %d to %d", t.SessionTurns, math.MinInt32, math.MaxInt32)
+	}
+	return checkTime("TerminatedAt", t.TerminatedAt)
+}
+
+// The range of PostgreSQL's timestamps: 4713 BC to 294276 AD.
+var (
+	minTime = time.Date(-4712, time.January, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(294276, time.December, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// checkTime refuses a time outside the range of PostgreSQL's timestamps,
+// naming its field: pgx would bind one far outside it wrapped around (a
+// year of -300000 as 284554), and PostgreSQL refuses the others with an
+// error that names neither.
+func checkTime(field string, t time.Time) error {
+	if t.Before(minTime) || t.After(maxTime) {
+		return fmt.Errorf("%s %v is outside the range of PostgreSQL's timestamps (4713 BC to 294276 AD)", field, t)
 	}
 	return nil
 }
@@ -630,6 +649,9 @@ func checkMessage(i int, m *toolrun.Message) error {
 	}
 	if m.CreatedAt.IsZero() {
 		return fmt.Errorf("message %d (%s) has no CreatedAt", i, m.ID)
+	}
+	if err := checkTime("CreatedAt", m.CreatedAt); err != nil {
+		return fmt.Errorf("message %d (%s): %w", i, m.ID, err)
 	}
 	if m.Depth < 0 || m.Depth > math.MaxInt32 {
 		return fmt.Errorf("message %d (%s) has depth %d, outside 0 to %d", i, m.ID, m.Depth, math.MaxInt32)
@@ -1032,6 +1054,9 @@ func (s *Store) WriteFile(ctx context.Context, threadID string, f toolrun.FileIn
 		data = []byte{}
 	}
 	path, mimeType := f.Path, f.MimeType
+	if err := errors.Join(checkTime("CreatedAt", f.CreatedAt), checkTime("UpdatedAt", f.UpdatedAt)); err != nil {
+		return toolrun.FileInfo{}, fmt.Errorf("postgres: write file %q of thread %q: %w", path, threadID, err)
+	}
 	info := toolrun.FileInfo{Path: path, MimeType: mimeType, Size: int64(len(data)), UpdatedAt: f.UpdatedAt}
 	err := s.writeQuery(ctx, threadID, `INSERT INTO files AS f (thread_id, path, mime_type, size, created_at, updated_at, data)
 		VALUES ($1, $2, $3, $4, $7, $5, $6)
@@ -1131,6 +1156,9 @@ func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	body, err := json.Marshal(&e)
 	if member, deep := tooDeep(body); deep {
 		err = fmt.Errorf("%s: %w", member, errTooDeep)
+	}
+	if err == nil {
+		err = errors.Join(checkTime("CreatedAt", created), checkTime("UpdatedAt", updated))
 	}
 	if err == nil {
 		_, err = s.writeExec(ctx, e.ParentID, `INSERT INTO children (parent_id, reference, created_at, updated_at, body)

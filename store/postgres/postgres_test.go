@@ -427,3 +427,71 @@ func TestChildBodyFromUserSQL(t *testing.T) {
 		t.Errorf("Children with a body that does not decode: %v; want an error naming the entry", err)
 	}
 }
+
+// A time outside the range of PostgreSQL's timestamps (4713 BC to 294276
+// AD) is refused with an error naming its field, and nothing is written:
+// pgx bound a year of -300000 wrapped around, and it read back as 284554.
+// The ends of the range are stored and read back.
+func TestTimesOutsideTheTimestampRange(t *testing.T) {
+	st := openTemp(t)
+	ctx := t.Context()
+	if err := st.CreateThread(ctx, &toolrun.Thread{ID: "t", CreatedAt: testTime}); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error, field string) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Fatalf("%s: %v; want an error naming %s", what, err, field)
+		}
+	}
+	for _, at := range []time.Time{time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-4713, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(294277, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		what := fmt.Sprint("year ", at.Year())
+		refused(what+" as a thread's CreatedAt", st.CreateThread(ctx, &toolrun.Thread{ID: "far", CreatedAt: at}), "CreatedAt")
+		refused(what+" as a thread's TerminatedAt", st.CreateThread(ctx, &toolrun.Thread{ID: "far", CreatedAt: testTime, TerminatedAt: at}), "TerminatedAt")
+		if _, err := st.GetThread(ctx, "far"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("GetThread after refused CreateThreads: %v, want ErrNotFound", err)
+		}
+		refused(what+" as TerminatedAt in UpdateThread", st.UpdateThread(ctx, &toolrun.Thread{ID: "t", AgentID: "changed", TerminatedAt: at}), "TerminatedAt")
+		if th, err := st.GetThread(ctx, "t"); err != nil || th.AgentID != "" || !th.TerminatedAt.IsZero() {
+			t.Fatalf("GetThread after a refused UpdateThread: %+v, %v; want the thread unchanged", th, err)
+		}
+		refused(what+" as a message's CreatedAt", st.AppendMessages(ctx, "t", &toolrun.Message{ID: testID(), CreatedAt: at, Role: toolrun.RoleUser}), "CreatedAt")
+		if page, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{}); err != nil || len(page.Messages) != 0 {
+			t.Fatalf("ListMessages after a refused append: %d messages, %v; want none", len(page.Messages), err)
+		}
+		_, err := st.WriteFile(ctx, "t", toolrun.FileInfo{Path: "/f", CreatedAt: at, UpdatedAt: testTime}, []byte("x"))
+		refused(what+" as a file's CreatedAt", err, "CreatedAt")
+		_, err = st.WriteFile(ctx, "t", toolrun.FileInfo{Path: "/f", CreatedAt: testTime, UpdatedAt: at}, []byte("x"))
+		refused(what+" as a file's UpdatedAt", err, "UpdatedAt")
+		if _, err := st.StatFile(ctx, "t", "/f"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("StatFile after refused writes: %v, want ErrNotFound", err)
+		}
+		refused(what+" as a child's CreatedAt", st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "c", CreatedAt: at, UpdatedAt: testTime}), "CreatedAt")
+		refused(what+" as a child's UpdatedAt", st.PutChild(ctx, toolrun.ChildEntry{ParentID: "t", Reference: "c", CreatedAt: testTime, UpdatedAt: at}), "UpdatedAt")
+		if _, err := st.Child(ctx, "t", "c"); !errors.Is(err, toolrun.ErrNotFound) {
+			t.Fatalf("Child after refused PutChilds: %v, want ErrNotFound", err)
+		}
+	}
+	for i, at := range []time.Time{time.Date(-4712, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)} {
+		id := fmt.Sprint("edge", i)
+		if err := st.CreateThread(ctx, &toolrun.Thread{ID: id, CreatedAt: at, TerminatedAt: at}); err != nil {
+			t.Fatalf("CreateThread at %v: %v", at, err)
+		}
+		th, err := st.GetThread(ctx, id)
+		if err != nil || !th.CreatedAt.Equal(at) || !th.TerminatedAt.Equal(at) {
+			t.Fatalf("a thread created and terminated at %v reads back as %v, %v (%v)", at, th.CreatedAt, th.TerminatedAt, err)
+		}
+		if _, err := st.WriteFile(ctx, id, toolrun.FileInfo{Path: "/f", CreatedAt: at, UpdatedAt: at}, []byte("x")); err != nil {
+			t.Fatalf("WriteFile at %v: %v", at, err)
+		}
+		if f, err := st.StatFile(ctx, id, "/f"); err != nil || !f.CreatedAt.Equal(at) || !f.UpdatedAt.Equal(at) {
+			t.Fatalf("a file written at %v reads back as %+v (%v)", at, f, err)
+		}
+		if err := st.PutChild(ctx, toolrun.ChildEntry{ParentID: id, Reference: "c", CreatedAt: at, UpdatedAt: at}); err != nil {
+			t.Fatalf("PutChild at %v: %v", at, err)
+		}
+		if c, err := st.Child(ctx, id, "c"); err != nil || !c.CreatedAt.Equal(at) || !c.UpdatedAt.Equal(at) {
+			t.Fatalf("a child put at %v reads back as %+v (%v)", at, c, err)
+		}
+	}
+}
