@@ -316,6 +316,7 @@ func TestMemoryStoreRefusesValuesThatHoldThemselves(t *testing.T) {
 		&toolrun.Message{ID: "m2", Role: toolrun.RoleUser, Content: "second", Metadata: self, CreatedAt: at})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "message 1 (m2): metadata.self")
+	assert.ErrorIs(t, err, toolrun.ErrUnstorable)
 	err = st.AppendMessages(ctx, "t", &toolrun.Message{ID: "m3", Role: toolrun.RoleTool, ToolCallID: "c", ErrorData: self, CreatedAt: at})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "error_data.self")

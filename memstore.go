@@ -512,14 +512,15 @@ var keptLimits = jsonvalue.Limits{MaxDepth: jsonvalue.HardMaxDepth}
 // arrays as []any), so that the memory store gives back what a durable
 // store would and shares nothing with the caller. A value JSON cannot hold
 // (one that contains itself, a func, NaN) or one nested deeper than a
-// decoder reads is an error naming where, under root. nil stays nil.
+// decoder reads is an error naming where, under root, that wraps
+// ErrUnstorable. nil stays nil.
 func keepMap(root string, m map[string]any) (map[string]any, error) {
 	if m == nil {
 		return nil, nil
 	}
 	tree, err := jsonvalue.Normalize(root, m, &keptLimits)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", err, ErrUnstorable)
 	}
 	return tree.(map[string]any), nil
 }
