@@ -23,6 +23,16 @@ import (
 // field. Times are kept to the microsecond at least and come back as the
 // same instant (time.Time.Equal), possibly in UTC.
 //
+// The maps of records (a thread's Arguments and Properties, a message's
+// Metadata and ErrorData, a child entry's InitialArguments) are JSON
+// values: a store gives back what encoding/json would decode from them
+// (objects as map[string]any, arrays as []any, numbers as float64; a store
+// may keep an integer beyond 2^53 exactly, as a json.Number), sharing
+// nothing with what it was given. It refuses, storing nothing, a map that
+// JSON cannot encode (one that holds itself, a func, NaN) or that is nested
+// deeper than a JSON decoder reads (10,000 levels), with an error that
+// names the field and wraps ErrUnstorable.
+//
 // Three implementations exist: [NewMemoryStore] (the default, in process),
 // store/sqlite (durable, one machine) and store/postgres (several instances
 // sharing one database). Package store/storetest checks a new implementation

@@ -40,7 +40,7 @@ func cases() []testCase {
 		{name: "Messages/DuplicateToolResultInBatch", rule: "two results for one tool-call id within one append fail with ErrDuplicateToolResult and store nothing", fn: caseDuplicateInBatch},
 		{name: "Messages/LongBatch", rule: "an append of hundreds of messages is as atomic and ordered as a short one", fn: caseLongBatch},
 		{name: "Messages/ToolResultScope", rule: "the duplicate rule applies per thread and only to RoleTool messages that name a tool-call id", fn: caseToolResultScope},
-		{name: "Messages/List", rule: "ListMessages follows the documented Order, Limit, Offset, IncludeSilent and MaxDepth semantics, with Total and HasMore", fn: caseMessagesList},
+		{name: "Messages/List", rule: "ListMessages follows the documented Order, Limit, Offset, IncludeSilent and MaxDepth semantics, with Total and HasMore, for any Limit, Offset and MaxDepth up to the largest int", fn: caseMessagesList},
 		{name: "Messages/ListAfter", rule: "ListMessages with After keeps only rows with Seq > After, combined with the other filters, Order, Limit and Offset, Total and HasMore counting only those rows", fn: caseMessagesListAfter},
 		{name: "Messages/ListUnknownThread", rule: "ListMessages of an unknown thread returns no messages and no error", fn: caseListUnknownThread},
 		{name: "Messages/ToolResult", rule: "ToolResult returns the stored result of a tool-call id, or ErrNotFound", fn: caseToolResult},
@@ -56,6 +56,9 @@ func cases() []testCase {
 		{name: "Children/PutGet", rule: "PutChild stores an entry exactly as given, times included (zero times stay zero), that Child returns", fn: caseChildrenPutGet},
 		{name: "Children/Order", rule: "Children returns entries in creation order; replacing an entry keeps its CreatedAt and position and takes everything else, UpdatedAt included, as given", fn: caseChildrenOrder},
 		{name: "Children/NotFound", rule: "Child of an unknown entry fails with ErrNotFound; Children of an unknown parent is empty", fn: caseChildrenNotFound},
+		{name: "JSON/AsDecoded", rule: "the maps of records (a thread's Arguments and Properties, a message's Metadata and ErrorData, a child's InitialArguments) come back as encoding/json decodes them (typed slices and maps as []any and map[string]any, numbers as float64), nested values included, sharing nothing with what was given", fn: caseJSONAsDecoded},
+		{name: "JSON/TooDeep", rule: "a map nested deeper than a JSON decoder reads (10,000 levels) is refused with an error wrapping ErrUnstorable, storing nothing, and the records already stored still read", fn: caseJSONTooDeep},
+		{name: "Times/FarRange", rule: "a time far outside the usual range (years 300000 and -300000) is stored and comes back as the same instant, or is refused with an error, storing nothing", fn: caseFarTimes},
 		{name: "Large", rule: "multi-megabyte message content, values and files are stored and returned intact", fn: caseLarge},
 		{name: "Unicode", rule: "non-ASCII thread ids, keys, names, paths and contents round-trip unchanged", fn: caseUnicode},
 		{name: "Reopen", rule: "everything written survives closing and reopening the store, and Seq and the duplicate rule continue across it", needsReopen: true, fn: caseReopen},
@@ -898,10 +901,10 @@ func caseMessagesList(e *env) {
 	}
 	failures := 0
 	for _, order := range []toolrun.Order{toolrun.OrderDefault, toolrun.OrderDesc, toolrun.OrderAsc} {
-		for _, limit := range []int{0, 1, 3, 5, 100} {
-			for _, offset := range []int{0, 1, 4, 8, 50} {
+		for _, limit := range []int{0, 1, 3, 5, 100, math.MaxInt} {
+			for _, offset := range []int{0, 1, 4, 8, 50, math.MaxInt} {
 				for _, silent := range []bool{false, true} {
-					for _, depth := range []int{0, 1, -1} {
+					for _, depth := range []int{0, 1, -1, math.MaxInt32 + 1, math.MaxInt} {
 						q := toolrun.MessageQuery{Limit: limit, Offset: offset, Order: order, IncludeSilent: silent, MaxDepth: depth}
 						wantIDs, wantTotal, wantMore := expectPage(stored, q)
 						p, err := st.ListMessages(e.ctx, thread, q)
@@ -1715,3 +1718,150 @@ func caseReopen(e *env) {
 // fileTime is the time a case writes a file at, as a caller's front layer
 // would stamp it.
 func fileTime() time.Time { return ts(40) }
+
+// ---- JSON values ----
+
+// typedValues is a map of Go-typed values and what encoding/json decodes
+// them to.
+func typedValues() (given, decoded map[string]any) {
+	given = map[string]any{
+		"tags":   []string{"a", "b"},
+		"labels": map[string]string{"k": "v"},
+		"n":      7,
+		"nested": map[string]any{"list": []int{1, 2}, "deep": map[string]any{"x": []string{"y"}}},
+	}
+	decoded = map[string]any{
+		"tags":   []any{"a", "b"},
+		"labels": map[string]any{"k": "v"},
+		"n":      7.0,
+		"nested": map[string]any{"list": []any{1.0, 2.0}, "deep": map[string]any{"x": []any{"y"}}},
+	}
+	return given, decoded
+}
+
+func caseJSONAsDecoded(e *env) {
+	st := e.newStore()
+	given, want := typedValues()
+	th := &toolrun.Thread{ID: uid("thr"), Arguments: given, Properties: given, CreatedAt: ts(0)}
+	e.must(st.CreateThread(e.ctx, th), "create thread")
+	m := &toolrun.Message{Role: toolrun.RoleTool, ToolCallID: "c1", Name: "t", ToolStatus: toolrun.StatusError, Metadata: given, ErrorData: given}
+	e.must(e.appendMsgs(st, th.ID, m), "append")
+	e.must(st.PutChild(e.ctx, toolrun.ChildEntry{ParentID: th.ID, Reference: "child", Status: "active", InitialArguments: given, CreatedAt: ts(1), UpdatedAt: ts(1)}), "put child")
+	// Change what was given: none of it is the store's.
+	given["tags"].([]string)[0] = "changed"
+	given["labels"].(map[string]string)["k"] = "changed"
+	given["nested"].(map[string]any)["deep"].(map[string]any)["x"].([]string)[0] = "changed"
+
+	check := func(what string, got map[string]any) {
+		e.Helper()
+		if !reflect.DeepEqual(got, want) {
+			e.Errorf("%s read back as %#v; want %#v", what, got, want)
+		}
+	}
+	got, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread")
+	check("thread arguments", got.Arguments)
+	check("thread properties", got.Properties)
+	p, err := st.ListMessages(e.ctx, th.ID, toolrun.MessageQuery{})
+	e.must(err, "list")
+	if len(p.Messages) != 1 {
+		e.Fatalf("listed %d messages; want 1", len(p.Messages))
+	}
+	check("message metadata", p.Messages[0].Metadata)
+	check("message error data", p.Messages[0].ErrorData)
+	c, err := st.Child(e.ctx, th.ID, "child")
+	e.must(err, "child")
+	check("child initial arguments", c.InitialArguments)
+
+	// Change what was read: none of it is the store's either.
+	if n, ok := p.Messages[0].Metadata["nested"].(map[string]any); ok {
+		if list, ok := n["list"].([]any); ok && len(list) > 0 {
+			list[0] = "changed"
+		}
+	}
+	again, err := st.ListMessages(e.ctx, th.ID, toolrun.MessageQuery{})
+	e.must(err, "list")
+	check("message metadata after a change to a listed copy", again.Messages[0].Metadata)
+}
+
+// nested returns a map with depth maps nested in it.
+func nested(depth int) map[string]any {
+	root := map[string]any{}
+	cur := root
+	for range depth {
+		next := map[string]any{}
+		cur["d"] = next
+		cur = next
+	}
+	return root
+}
+
+func caseJSONTooDeep(e *env) {
+	st := e.newStore()
+	deep, fine := nested(10001), nested(100)
+	th := &toolrun.Thread{ID: uid("thr"), Properties: fine, CreatedAt: ts(0)}
+	e.must(st.CreateThread(e.ctx, th), "create thread")
+	ok := &toolrun.Message{Role: toolrun.RoleUser, Content: "kept", Metadata: fine}
+	e.must(e.appendMsgs(st, th.ID, ok), "append a message 101 levels deep")
+	e.must(st.PutChild(e.ctx, toolrun.ChildEntry{ParentID: th.ID, Reference: "kept", Status: "active", InitialArguments: fine, CreatedAt: ts(1), UpdatedAt: ts(1)}), "put child")
+
+	if err := st.CreateThread(e.ctx, &toolrun.Thread{ID: uid("thr"), Properties: deep, CreatedAt: ts(0)}); !errors.Is(err, toolrun.ErrUnstorable) {
+		e.Errorf("CreateThread with properties 10,002 levels deep: %v; want an error wrapping ErrUnstorable", err)
+	}
+	if err := st.UpdateThread(e.ctx, &toolrun.Thread{ID: th.ID, Arguments: deep, Properties: fine}); !errors.Is(err, toolrun.ErrUnstorable) {
+		e.Errorf("UpdateThread with arguments 10,002 levels deep: %v; want an error wrapping ErrUnstorable", err)
+	}
+	for _, m := range []*toolrun.Message{
+		{Role: toolrun.RoleUser, Content: "deep", Metadata: deep},
+		{Role: toolrun.RoleTool, ToolCallID: "c1", Name: "t", ToolStatus: toolrun.StatusError, ErrorData: deep},
+	} {
+		if err := e.appendMsgs(st, th.ID, &toolrun.Message{Role: toolrun.RoleUser, Content: "with it"}, m); !errors.Is(err, toolrun.ErrUnstorable) {
+			e.Errorf("AppendMessages of a message with a map 10,002 levels deep: %v; want an error wrapping ErrUnstorable", err)
+		}
+	}
+	if err := st.PutChild(e.ctx, toolrun.ChildEntry{ParentID: th.ID, Reference: "deep", Status: "active", InitialArguments: deep, CreatedAt: ts(2), UpdatedAt: ts(2)}); !errors.Is(err, toolrun.ErrUnstorable) {
+		e.Errorf("PutChild with initial arguments 10,002 levels deep: %v; want an error wrapping ErrUnstorable", err)
+	}
+
+	got, err := st.GetThread(e.ctx, th.ID)
+	e.must(err, "get thread after the refused writes")
+	if !reflect.DeepEqual(got.Properties, fine) || got.Arguments != nil {
+		e.Errorf("the thread changed: arguments %v, properties 101 levels deep: %v", got.Arguments != nil, reflect.DeepEqual(got.Properties, fine))
+	}
+	msgs := e.listAll(st, th.ID)
+	if len(msgs) != 1 || msgs[0].Content != "kept" || !reflect.DeepEqual(msgs[0].Metadata, fine) {
+		e.Errorf("after the refused appends the thread holds %s; want only the message kept, as stored", contents(msgs))
+	}
+	children, err := st.Children(e.ctx, th.ID)
+	e.must(err, "children after the refused write")
+	if len(children) != 1 || children[0].Reference != "kept" {
+		e.Errorf("after the refused PutChild the children are %+v; want only the one kept", children)
+	}
+}
+
+func caseFarTimes(e *env) {
+	st := e.newStore()
+	for _, far := range []time.Time{
+		time.Date(300000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-300000, 1, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		id := uid("thr")
+		if err := st.CreateThread(e.ctx, &toolrun.Thread{ID: id, CreatedAt: far}); err != nil {
+			if _, gerr := st.GetThread(e.ctx, id); !errors.Is(gerr, toolrun.ErrNotFound) {
+				e.Errorf("CreateThread with CreatedAt %v was refused (%v), but GetThread gives %v; want ErrNotFound", far, err, gerr)
+			}
+		} else if got, err := st.GetThread(e.ctx, id); err != nil || !got.CreatedAt.Equal(far) {
+			e.Errorf("a thread created at %v reads back at %v (%v)", far, got.CreatedAt, err)
+		}
+
+		thread := e.newThread(st)
+		m := &toolrun.Message{ID: uid("msg"), Role: toolrun.RoleUser, Content: "far", CreatedAt: far}
+		if err := st.AppendMessages(e.ctx, thread, m); err != nil {
+			if msgs := e.listAll(st, thread); len(msgs) != 0 {
+				e.Errorf("AppendMessages with CreatedAt %v was refused (%v), but the thread holds %s", far, err, contents(msgs))
+			}
+		} else if msgs := e.listAll(st, thread); len(msgs) != 1 || !msgs[0].CreatedAt.Equal(far) {
+			e.Errorf("a message created at %v reads back as %+v", far, msgs)
+		}
+	}
+}
