@@ -49,7 +49,27 @@ func (e *Executor) invoke(ctx context.Context, b *batch, caller *callState, h *h
 	if missing := e.missingVariables(b, h.variables); len(missing) > 0 {
 		return missingVariablesResult(missing), nil
 	}
-	return h.run(ctx, call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID})
+	res, err := h.run(ctx, call{e: e, b: b, id: id, args: args, nest: level, caller: caller, resultID: resultID})
+	if err != nil && !res.IsError() {
+		// The run stops, and the call's result says why: a handler that
+		// returns no error result of its own with the error (a prompt
+		// tool's or a subagent tool's store failure) must not leave a
+		// success behind it.
+		res = abortedResult(ctx, res, err)
+	}
+	return res, err
+}
+
+// abortedResult is the result of a call whose handler stopped the run
+// with err but returned res, which is not an error result: an error result
+// naming err, or, when err is ctx's own, saying that the call was stopped
+// as every call the user stopped says. Its attachments and refs are kept.
+func abortedResult(ctx context.Context, res Result, err error) Result {
+	text := safefmt.Error(err)
+	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+		text = stoppedText
+	}
+	return Result{Status: StatusError, Error: text, Attachments: res.Attachments, Refs: res.Refs}
 }
 
 func missingVariablesResult(missing []string) Result {

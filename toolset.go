@@ -35,6 +35,8 @@ type handler struct {
 	namespace string   // the package a function tool belongs to
 	// run runs a call whose required variables resolved. A non-nil error
 	// stops the run: it wraps ErrAbort, or is a *StoreError, or ctx's error.
+	// The result returned with it is the call's; one that is not an error
+	// result is replaced by one naming the error (Executor.invoke).
 	run func(ctx context.Context, c call) (Result, error)
 	// refusal is the result of a call of a kindRefused handler; quiet
 	// refusals (the allowed-tools gate) fire no tool_call events.

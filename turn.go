@@ -301,22 +301,25 @@ func (rt *Runtime) runTurn(ctx context.Context, th *Thread, agent *Agent, side *
 	}
 }
 
+// stoppedText is the error text of a call that a user stop (the end of
+// the run's ctx) kept from finishing.
+const stoppedText = "Execution stopped by user"
+
 // stopped records a user stop: an error result "Execution
 // stopped by user" for every call of the response still lacking one, and a
 // system message with the same text.
 func (rt *Runtime) stopped(ctx context.Context, ts *turnState, b *batch, calls []ToolCall) {
 	ctx = context.WithoutCancel(ctx)
-	const text = "Execution stopped by user"
 	var msgs []*Message
 	for _, c := range calls {
 		if _, err := rt.store.ToolResult(ctx, ts.th.ID, c.ID); err == nil {
 			continue
 		}
 		msgs = append(msgs, &Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError, Prompt: ts.prompt.Name,
-			Depth: ts.depth, ParentID: ts.parentID, Content: errorContent(text), Side: ts.sideKey})
+			Depth: ts.depth, ParentID: ts.parentID, Content: errorContent(stoppedText), Side: ts.sideKey})
 	}
 	if ts.depth == 0 {
-		msgs = append(msgs, &Message{Role: RoleSystem, Content: text, Side: ts.sideKey})
+		msgs = append(msgs, &Message{Role: RoleSystem, Content: stoppedText, Side: ts.sideKey})
 	}
 	if err := rt.store.AppendMessages(ctx, ts.th.ID, msgs...); err != nil {
 		rt.log.ErrorContext(ctx, "toolrun: recording a user stop", "thread", ts.th.ID, "error", err)
