@@ -3,10 +3,12 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toolrun/toolrun/internal/jsonvalue"
 	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
@@ -18,8 +20,11 @@ type Hooks struct {
 	// argument has streamed (runtime), or just before Execute for calls that
 	// did not stream (queued calls and bare Executor.Run batches).
 	ToolCallStarted func(ctx context.Context, threadID string, ev ToolCallStarted)
-	// ToolCallDone fires after a call has run, success or error, before its
-	// result is shaped and stored. It does not fire for calls refused by the
+	// ToolCallDone fires after a call has run, success or error, once its
+	// result is shaped for storage (attachments written as thread files and
+	// listed in Refs, secrets redacted) and before it is stored. The hook
+	// gets its own copy of the result: changing it changes neither what is
+	// stored nor the outcome. It does not fire for calls refused by the
 	// allowed-tools gate, nor for InvokeTool.
 	ToolCallDone func(ctx context.Context, threadID string, ev ToolCallDone)
 }
@@ -96,9 +101,51 @@ func (b *events) publish(ev Event) {
 	for _, fn := range fns {
 		func() {
 			defer func() { _ = recover() }()
-			fn(ev)
+			own := ev
+			own.Data = ownData(ev.Data)
+			fn(own)
 		}()
 	}
+}
+
+// ownData returns a copy of an event's data that a subscriber may change
+// without changing what the other subscribers get: a JSON tree (the data
+// a tool emits) is copied deeply, a ToolCallStarted's progress text gets
+// a pointer of its own, and the other data hold no references.
+func ownData(d any) any {
+	if s, ok := d.(ToolCallStarted); ok {
+		s.Progress = ownText(s.Progress)
+		return s
+	}
+	return jsonvalue.Clone(d)
+}
+
+// ownText returns a pointer to a copy of *p, or nil for nil.
+func ownText(p *string) *string {
+	if p == nil {
+		return nil
+	}
+	s := *p
+	return &s
+}
+
+// ownResult returns a copy of a result that a hook may change without
+// changing the result's other holders: its error_data, refs and
+// attachments are copied deeply.
+func ownResult(r Result) Result {
+	if r.ErrorData != nil {
+		r.ErrorData, _ = jsonvalue.Clone(r.ErrorData).(map[string]any)
+	}
+	r.Refs = slices.Clone(r.Refs)
+	if r.Attachments != nil {
+		as := make([]Attachment, len(r.Attachments))
+		for i, a := range r.Attachments {
+			a.Data = slices.Clone(a.Data)
+			as[i] = a
+		}
+		r.Attachments = as
+	}
+	return r
 }
 
 // fireStarted fires tool_call_started for a call that did not stream (a
@@ -127,7 +174,11 @@ func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted
 	}
 	ev.Arguments = red.String(ev.Arguments)
 	if h := e.hooks.ToolCallStarted; h != nil {
-		e.safeHook(ctx, "tool_call_started", func() { h(ctx, b.threadID, ev) })
+		// The hook gets a progress text of its own, which the subscribers
+		// do not share.
+		hev := ev
+		hev.Progress = ownText(ev.Progress)
+		e.safeHook(ctx, "tool_call_started", func() { h(ctx, b.threadID, hev) })
 	}
 	if e.ev.has(b.threadID) {
 		e.ev.publish(Event{ThreadID: b.threadID, Type: EventToolCallStarted, Data: ev, Timestamp: time.Now().UTC()})
@@ -140,9 +191,12 @@ func (e *Executor) listensDone(b *batch) bool {
 	return e.hooks.ToolCallDone != nil || e.ev.has(b.threadID)
 }
 
+// fireDone calls the tool_call_done hook with a copy of the call's shaped
+// result res, which shares its error_data and refs with the message about
+// to be stored and with the outcome, and publishes the thread event.
 func (e *Executor) fireDone(ctx context.Context, b *batch, c ToolCall, res Result) {
-	ev := ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status, Result: res}
 	if h := e.hooks.ToolCallDone; h != nil {
+		ev := ToolCallDone{ID: c.ID, Name: c.Name, Status: res.Status, Result: ownResult(res)}
 		e.safeHook(ctx, "tool_call_done", func() { h(ctx, b.threadID, ev) })
 	}
 	if e.ev.has(b.threadID) {

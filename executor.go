@@ -125,8 +125,9 @@ func (e *Executor) Registry() *Registry { return e.reg }
 
 // Subscribe calls fn with every event of threadID ("" for every thread):
 // tool_call_started, tool_call_done and the events tools Emit. fn runs
-// synchronously on the emitting goroutine and must not block. Call the
-// returned function to unsubscribe.
+// synchronously on the emitting goroutine and must not block. Each
+// subscriber gets its own copy of an event's data, which it may change.
+// Call the returned function to unsubscribe.
 func (e *Executor) Subscribe(threadID string, fn func(Event)) (unsubscribe func()) {
 	return e.ev.subscribe(threadID, fn)
 }
@@ -539,7 +540,7 @@ func (e *Executor) finish(ctx context.Context, b *batch, r *runningCall, res Res
 				_, _ = e.record(ctx, b, r, msg, res, red)
 			}
 		}()
-		e.fireDone(ctx, b, r.c, res) // the result as it leaves the tool: redacted
+		e.fireDone(ctx, b, r.c, res) // the result as shaped: redacted
 		fired = true
 	}
 	return e.record(ctx, b, r, msg, res, red)

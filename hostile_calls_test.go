@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -175,4 +176,133 @@ func TestAPromptToolStoppedByItsContextReadsAsStopped(t *testing.T) {
 	require.Len(t, subs, 1)
 	assert.Equal(t, toolrun.StatusError, subs[0].ToolStatus, "stored %q", subs[0].Content)
 	assert.Equal(t, "Failed to execute tool: Execution stopped by user", subs[0].Content)
+}
+
+// erroringTool returns an error result with error_data.
+func erroringTool() *toolrun.Func[noArgs] {
+	return fn("fails", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		return toolrun.Result{Status: toolrun.StatusError, Error: "bad", ErrorData: map[string]any{"code": 1, "list": []any{"a"}}}, nil
+	})
+}
+
+// TestADoneHookCannotChangeTheStoredResult: the tool_call_done hook gets
+// its own copy of the result. It used to get the error_data map and the
+// refs of the message about to be stored, so what it wrote there was
+// stored too.
+func TestADoneHookCannotChangeTheStoredResult(t *testing.T) {
+	ex := newExec(t, &toolrun.ExecutorOptions{Hooks: toolrun.Hooks{ToolCallDone: func(ctx context.Context, th string, ev toolrun.ToolCallDone) {
+		ev.Result.ErrorData["hook"] = "was here"
+		ev.Result.ErrorData["list"].([]any)[0] = "changed"
+		if len(ev.Result.Refs) > 0 {
+			ev.Result.Refs[0].Path = "/elsewhere"
+		}
+	}}}, erroringTool(), fn("attaches", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		return toolrun.Result{Result: "see file", Attachments: []toolrun.Attachment{{Name: "a.txt", MimeType: "text/plain", Data: []byte("hi")}}}, nil
+	}))
+	out := run(t, ex, "t", call("1", "fails", ""), call("2", "attaches", ""))
+	require.Len(t, out, 2)
+	p, err := ex.Store().ListMessages(context.Background(), "t", toolrun.MessageQuery{})
+	require.NoError(t, err)
+	require.Len(t, p.Messages, 2)
+	assert.NotContains(t, p.Messages[0].ErrorData, "hook")
+	assert.Equal(t, []any{"a"}, p.Messages[0].ErrorData["list"])
+	assert.NotContains(t, out[0].Result.ErrorData, "hook", "nor the outcome")
+	require.Len(t, p.Messages[1].Attachments, 1)
+	assert.NotEqual(t, "/elsewhere", p.Messages[1].Attachments[0].Path)
+	assert.NotEqual(t, "/elsewhere", out[1].Message.Attachments[0].Path)
+}
+
+// TestADoneHookMakingACycleCannotKillTheProcess: a tool_call_done hook
+// that makes the result's error_data contain itself used to do so in the
+// message being stored, whose copy in the memory store then overflowed
+// the stack and killed the process (run in a child process).
+func TestADoneHookMakingACycleCannotKillTheProcess(t *testing.T) {
+	if os.Getenv("HOSTILE_CHILD") == "" {
+		inChild(t, t.Name())
+		return
+	}
+	ex := newExec(t, &toolrun.ExecutorOptions{Hooks: toolrun.Hooks{ToolCallDone: func(ctx context.Context, th string, ev toolrun.ToolCallDone) {
+		ev.Result.ErrorData["self"] = ev.Result.ErrorData
+	}}}, erroringTool())
+	out := run(t, ex, "t", call("1", "fails", ""))
+	require.Len(t, out, 1)
+	p, err := ex.Store().ListMessages(context.Background(), "t", toolrun.MessageQuery{})
+	require.NoError(t, err)
+	require.Len(t, p.Messages, 1)
+	assert.Equal(t, "Failed to execute tool: bad", p.Messages[0].Content, "the tool's own result is stored")
+	assert.NotContains(t, p.Messages[0].ErrorData, "self")
+	assert.Equal(t, []any{"a"}, p.Messages[0].ErrorData["list"])
+}
+
+// TestSubscribersGetTheirOwnCopyOfEmittedData: each subscriber of an
+// event a tool emits gets its own copy of the data. They used to share
+// one tree, so a subscriber changing it changed what the next one got.
+func TestSubscribersGetTheirOwnCopyOfEmittedData(t *testing.T) {
+	ex := newExec(t, nil, fn("emits", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		s.Emit("progress", map[string]any{"step": "one", "items": []any{"x"}})
+		return toolrun.Text("ok"), nil
+	}))
+	var seen []any
+	for range 2 {
+		unsubscribe := ex.Subscribe("t", func(ev toolrun.Event) {
+			if ev.Type != "progress" {
+				return
+			}
+			m := ev.Data.(map[string]any)
+			seen = append(seen, jsonCopy(t, m))
+			m["step"] = "changed"
+			m["items"].([]any)[0] = "changed"
+		})
+		defer unsubscribe()
+	}
+	run(t, ex, "t", call("1", "emits", ""))
+	want := map[string]any{"step": "one", "items": []any{"x"}}
+	assert.Equal(t, []any{want, want}, seen)
+}
+
+// jsonCopy returns a copy of a small JSON tree of maps, lists and strings.
+func jsonCopy(t *testing.T, v any) any {
+	t.Helper()
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			out[k] = jsonCopy(t, e)
+		}
+		return out
+	case []any:
+		out := []any{}
+		for _, e := range x {
+			out = append(out, jsonCopy(t, e))
+		}
+		return out
+	case string:
+		return x
+	}
+	t.Fatalf("unexpected value %T", v)
+	return nil
+}
+
+// TestAStartedHookCannotChangeWhatSubscribersGet: the tool_call_started
+// hook and the subscribers do not share the progress text.
+func TestAStartedHookCannotChangeWhatSubscribersGet(t *testing.T) {
+	type stepArgs struct {
+		Progress string `json:"progress"`
+	}
+	tool := &toolrun.Func[stepArgs]{Name: "step", ProgressArgument: "progress", Execute: func(ctx context.Context, s toolrun.ThreadState, a stepArgs) (toolrun.Result, error) {
+		return toolrun.Text("ok"), nil
+	}}
+	ex := newExec(t, &toolrun.ExecutorOptions{Hooks: toolrun.Hooks{ToolCallStarted: func(ctx context.Context, th string, ev toolrun.ToolCallStarted) {
+		if ev.Progress != nil {
+			*ev.Progress = "changed by the hook"
+		}
+	}}}, tool)
+	var got []string
+	defer ex.Subscribe("t", func(ev toolrun.Event) {
+		if s, ok := ev.Data.(toolrun.ToolCallStarted); ok && s.Progress != nil {
+			got = append(got, *s.Progress)
+		}
+	})()
+	run(t, ex, "t", call("1", "step", `{"progress":"working"}`))
+	assert.Equal(t, []string{"working"}, got)
 }

@@ -133,7 +133,9 @@ type ToolCallDone struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	Status Status `json:"status"`
-	// Result is the call's result, before it is shaped for storage.
+	// Result is the call's result as shaped for storage: its attachments
+	// written as thread files and listed in Refs, its secrets redacted. It
+	// is the hook's own copy.
 	Result Result `json:"-"`
 }
 
