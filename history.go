@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 	"sync"
+
+	"github.com/toolrun/toolrun/internal/safefmt"
 )
 
 // Window bounds the chat history a prompt's requests carry. The zero value
@@ -27,7 +29,7 @@ type Window struct {
 	// model will see it) and returns the messages to send instead: it may
 	// drop, rewrite or summarise them. threadID is the thread's. A Filter
 	// that fails ends the turn with its error, as a failed model request
-	// does.
+	// does; one that panics ends it with an error saying so.
 	Filter func(ctx context.Context, threadID string, history []Message) ([]Message, error)
 }
 
@@ -399,14 +401,20 @@ func lastSeqOf(rows []Message, or int64) int64 {
 	return rows[len(rows)-1].Seq
 }
 
-// filterHistory applies the prompt's history filter, if any.
-func (rt *Runtime) filterHistory(ctx context.Context, ts *turnState, msgs []Message) ([]Message, error) {
+// filterHistory applies the prompt's history filter, if any. A filter
+// that panics fails the turn, as one that returns an error does.
+func (rt *Runtime) filterHistory(ctx context.Context, ts *turnState, msgs []Message) (out []Message, err error) {
 	f := ts.prompt.History.Filter
 	if f == nil {
 		return msgs, nil
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("toolrun: prompt %s: history filter panicked: %s", ts.prompt.Name, safefmt.Sprint(p))
+		}
+	}()
 	// The filter gets a copy: the turn keeps its view for its next request.
-	out, err := f(ctx, ts.th.ID, slices.Clone(msgs))
+	out, err = f(ctx, ts.th.ID, slices.Clone(msgs))
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: prompt %s: history filter: %w", ts.prompt.Name, err)
 	}

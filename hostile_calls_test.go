@@ -306,3 +306,59 @@ func TestAStartedHookCannotChangeWhatSubscribersGet(t *testing.T) {
 	run(t, ex, "t", call("1", "step", `{"progress":"working"}`))
 	assert.Equal(t, []string{"working"}, got)
 }
+
+// panickingFilter is a history filter with a bug.
+func panickingFilter(context.Context, string, []toolrun.Message) ([]toolrun.Message, error) {
+	panic("filter bug")
+}
+
+// sendRecovering calls Send and reports what escaped it and what it
+// returned.
+func sendRecovering(rt *toolrun.Runtime, threadID string) (escaped any, err error) {
+	defer func() { escaped = recover() }()
+	_, err = rt.Send(context.Background(), threadID, "go")
+	return nil, err
+}
+
+// TestAPanickingHistoryFilterFailsTheTurn: a prompt's history filter that
+// panics fails the turn with an error naming the prompt, as one returning
+// an error does. The panic used to escape Send.
+func TestAPanickingHistoryFilterFailsTheTurn(t *testing.T) {
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(&toolrun.Model{Name: "m", Provider: scripted.New(scripted.Text("hi")), ID: "x"},
+		&toolrun.Agent{Name: "agent", SideA: toolrun.Side{Prompt: "p", MaxSteps: 10}, SideB: toolrun.Side{Human: true}},
+		&toolrun.Prompt{Name: "p", Model: "m", Text: "sys", IncludeChat: true, History: toolrun.Window{Filter: panickingFilter}}))
+	rt := toolrun.NewRuntime(reg, nil)
+	th, err := rt.NewThread(context.Background(), "agent", nil)
+	require.NoError(t, err)
+	escaped, err := sendRecovering(rt, th.ID)
+	require.Nil(t, escaped, "Send panicked")
+	require.Error(t, err)
+	assert.Equal(t, "toolrun: prompt p: history filter panicked: filter bug", err.Error())
+
+	_, err = rt.Resume(context.Background(), th.ID)
+	require.Error(t, err, "Resume builds the same request")
+	assert.Contains(t, err.Error(), "history filter panicked")
+}
+
+// TestAPanickingHistoryFilterOfASubpromptFailsTheTurn: the same inside a
+// prompt tool's sub-prompt, where the executor passed the panic on; the
+// prompt tool's call gets an error result naming it.
+func TestAPanickingHistoryFilterOfASubpromptFailsTheTurn(t *testing.T) {
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(&toolrun.Model{Name: "m", Provider: scripted.New(scripted.Calls(scripted.Call("sub", map[string]any{})), scripted.Text("done")), ID: "x"},
+		&toolrun.Agent{Name: "agent", SideA: toolrun.Side{Prompt: "p", MaxSteps: 10}, SideB: toolrun.Side{Human: true}},
+		&toolrun.Prompt{Name: "p", Model: "m", Text: "sys", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("sub")}},
+		&toolrun.Prompt{Name: "sub", Model: "m", Text: "subsys", IncludeChat: true, History: toolrun.Window{Filter: panickingFilter}}))
+	rt := toolrun.NewRuntime(reg, nil)
+	th, err := rt.NewThread(context.Background(), "agent", nil)
+	require.NoError(t, err)
+	escaped, err := sendRecovering(rt, th.ID)
+	require.Nil(t, escaped, "Send panicked")
+	require.Error(t, err)
+	assert.Equal(t, "toolrun: prompt sub: history filter panicked: filter bug", err.Error())
+	subs := toolResultsNamed(t, rt.Store(), th.ID, "sub")
+	require.Len(t, subs, 1)
+	assert.Equal(t, toolrun.StatusError, subs[0].ToolStatus)
+	assert.Contains(t, subs[0].Content, "history filter panicked")
+}
