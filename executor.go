@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/toolrun/toolrun/internal/observe"
 	"go.opentelemetry.io/otel/trace"
@@ -160,23 +161,30 @@ type Outcome struct {
 // Run returns the outcomes of the calls that ran. Its error is non-nil only
 // when the store failed (a *StoreError: the batch stopped there), a tool
 // aborted the run (wrapping ErrAbort: its result is stored, the rest did not
-// run), or ctx ended (the calls after that point did not run).
+// run), or ctx ended (the calls after that point did not run), and at once
+// when it was called with the ctx of a tool of a run or a turn of the same
+// thread, which it would wait for.
 func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) ([]Outcome, error) {
 	lock, err := e.locks.lock(ctx, threadID)
 	if errors.Is(err, errLockHeld) {
-		// A runtime turn marks the ctx it gives its tools (an Executor run
-		// does not: marking costs a call more than its lock).
+		// A runtime turn and a run mark the ctx they give their tools.
 		return nil, fmt.Errorf("toolrun: thread %s: Run was called from inside a turn of the same thread, which would wait for itself to end", threadID)
 	}
 	if err != nil {
 		return nil, err
 	}
 	defer e.locks.unlock(threadID, lock)
-	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
+	rb := new(roomyBatch)
+	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, rb)
 	if err != nil {
 		return nil, err
 	}
-	return e.runBatch(ctx, b, calls, false)
+	// The run's tools get ctx marked as holding the thread's lock, so that
+	// one that asks for a run or a turn of the same thread is refused
+	// instead of waiting for itself. The mark ends with the run, before
+	// the lock is unlocked.
+	defer rb.release()
+	return e.runBatch(rb.hold(ctx, e.locks), b, calls, false)
 }
 
 // State returns the ThreadState of a thread outside any run — what an HTTP
@@ -187,7 +195,7 @@ func (e *Executor) Run(ctx context.Context, threadID string, calls []ToolCall) (
 // function tools. The env is read when State is called; SetEnv through the
 // state updates it. It is safe for concurrent use.
 func (e *Executor) State(ctx context.Context, threadID string) (ThreadState, error) {
-	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, true)
+	b, err := e.newBatch(ctx, threadID, e.bare, e.bareTools, true, new(roomyBatch))
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +261,6 @@ type batch struct {
 	queuedN   int32  // calls the running call queued (a queued call costs far more than 2³¹ could fit)
 	curCall   string // the top-level call running now (ids of the calls it queues derive from it)
 	started   idSet  // calls whose tool_call_started already fired
-	resultID  string // id the running call's result message will get
 	obs       observe.Observer
 	room      *batchRoom // made with the batch by Run, when the first call runs otherwise
 	// slot is where the message of the batch's first result is made: made
@@ -275,11 +282,17 @@ type batchRoom struct {
 }
 
 // roomyBatch is a batch made together with its room and the message of its
-// first result (the caller of Run keeps it).
+// first result (the caller of Run keeps it). It is also the ctx its run
+// gives its tools, marked as holding the thread's lock (see hold). With
+// its allocation header it fits 1 KiB, an allocation size class.
 type roomyBatch struct {
 	batch
 	room batchRoom
 	msg  Message
+	// Context is the run's ctx, once hold has marked it; locks is the
+	// table whose lock of the thread the run holds, nil once released.
+	context.Context
+	locks atomic.Pointer[keyedMutex]
 }
 
 // spare returns the batch's room, made when it has none: by runBatch,
@@ -312,20 +325,20 @@ func (b *batch) message() *Message {
 }
 
 type pending struct {
-	call   ToolCall
-	queued bool
+	call ToolCall
 	// refused, when set, is the error text the call is stored with instead
 	// of running (a resumed queued call whose arguments cannot be restored).
 	refused string
+	queued  bool
 	// fresh calls have ids no stored result has: they are never resumed.
 	fresh bool
 }
 
 // newBatch loads the thread (creating it when create is set) and its env.
 // tools, when not nil, are what the batch's calls resolve to; a turn sets
-// them after, from what the batch loaded. withRoom makes the batch's room
-// with it, for a batch that will run calls.
-func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, tools *toolset, create, withRoom bool) (*batch, error) {
+// them after, from what the batch loaded. into, when not nil, is the batch
+// to return, made with its room: for a batch that will run calls.
+func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, tools *toolset, create bool, into *roomyBatch) (*batch, error) {
 	facts, env, err := e.store.loadBatch(ctx, threadID)
 	if errors.Is(err, ErrNotFound) && create {
 		th := &Thread{ID: threadID}
@@ -341,10 +354,9 @@ func (e *Executor) newBatch(ctx context.Context, threadID string, sc *scope, too
 		return nil, err
 	}
 	var b *batch
-	if withRoom {
-		rb := &roomyBatch{}
-		b = &rb.batch
-		b.room, b.slot = &rb.room, &rb.msg
+	if into != nil {
+		b = &into.batch
+		b.room, b.slot = &into.room, &into.msg
 	} else {
 		b = new(batch)
 	}
@@ -466,9 +478,8 @@ func (e *Executor) runCall(ctx context.Context, b *batch, i int, p pending) (Out
 	b.queue[i].call.ID = c.ID // the id it runs under, for ranBefore
 	queuedBefore := len(b.queue)
 	b.curCall, b.queuedN = c.ID, 0
-	b.resultID = newRecordID("msg")
-	resultID := b.resultID
 	b.mu.Unlock()
+	resultID := newRecordID("msg")
 
 	r := &runningCall{p: p, c: c, h: h, digest: digest, resultID: resultID, queuedBefore: queuedBefore, out: out}
 	return e.finish(ctx, b, r, e.execute(ctx, b, r))

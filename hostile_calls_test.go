@@ -2,8 +2,10 @@ package toolrun_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +14,11 @@ import (
 	"github.com/toolrun/toolrun/provider/scripted"
 	"github.com/toolrun/toolrun/store/storetest"
 )
+
+// reentryWait bounds how long a re-entrant Run or Send a test makes may
+// wait, so that the test ends when it waits for itself; the tests assert
+// on the error, never on the time taken.
+const reentryWait = 5 * time.Second
 
 // toolResultsNamed returns the tool results of name stored on the thread,
 // at any depth.
@@ -361,4 +368,92 @@ func TestAPanickingHistoryFilterOfASubpromptFailsTheTurn(t *testing.T) {
 	require.Len(t, subs, 1)
 	assert.Equal(t, toolrun.StatusError, subs[0].ToolStatus)
 	assert.Contains(t, subs[0].Content, "history filter panicked")
+}
+
+// TestRunFromInsideARunOfTheSameThreadIsRefused: a tool run by
+// Executor.Run that calls Run on its own thread gets an error at once: it
+// would wait for the run that waits for the tool. It used to wait until its
+// ctx ended, for ever with context.Background().
+func TestRunFromInsideARunOfTheSameThreadIsRefused(t *testing.T) {
+	var ex *toolrun.Executor
+	var inner, other, invoked error
+	ran := 0
+	ex = newExec(t, nil, fn("reenter", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		// A deadline, so that the test ends even when Run waits.
+		cctx, cancel := context.WithTimeout(ctx, reentryWait)
+		defer cancel()
+		_, inner = ex.Run(cctx, s.ThreadID(), []toolrun.ToolCall{call("x", "plain", "")})
+		// A run of another thread takes another lock: the tool's ctx is
+		// enough for it.
+		_, other = ex.Run(ctx, "another", []toolrun.ToolCall{call("y", "plain", "")})
+		return toolrun.Text("ok"), nil
+	}), fn("invoker", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		s.InvokeTool(ctx, "reenter", nil)
+		cctx, cancel := context.WithTimeout(ctx, reentryWait)
+		defer cancel()
+		_, invoked = ex.Run(cctx, s.ThreadID(), nil)
+		return toolrun.Text("ok"), nil
+	}), fn("plain", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		ran++
+		return toolrun.Text("ok"), nil
+	}))
+	run(t, ex, "t", call("1", "reenter", ""))
+	require.Error(t, inner)
+	assert.False(t, errors.Is(inner, context.DeadlineExceeded), "Run waited for itself: %v", inner)
+	assert.Contains(t, inner.Error(), "Run was called from inside a turn of the same thread")
+	require.NoError(t, other, "a run of another thread is not refused")
+	assert.Equal(t, 1, ran, "the run of the other thread ran its call")
+
+	inner = nil
+	run(t, ex, "t2", call("2", "invoker", ""))
+	require.Error(t, inner, "a tool invoked by a tool is inside the run too")
+	assert.Contains(t, inner.Error(), "Run was called from inside a turn of the same thread")
+	require.Error(t, invoked)
+	assert.Contains(t, invoked.Error(), "Run was called from inside a turn of the same thread")
+}
+
+// TestSendFromInsideARunOfTheSameThreadIsRefused: a tool run by
+// Executor.Run that asks the runtime for a turn of its own thread is
+// refused at once too.
+func TestSendFromInsideARunOfTheSameThreadIsRefused(t *testing.T) {
+	var rt *toolrun.Runtime
+	var inner error
+	tool := fn("reenter", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		cctx, cancel := context.WithTimeout(ctx, reentryWait)
+		defer cancel()
+		_, inner = rt.Send(cctx, s.ThreadID(), "again")
+		return toolrun.Text("ok"), nil
+	})
+	rt, id := hostileRT(t, scripted.New(scripted.Text("hi")), nil, tool)
+	_, err := rt.Executor().Run(context.Background(), id, []toolrun.ToolCall{call("1", "reenter", "")})
+	require.NoError(t, err)
+	require.Error(t, inner)
+	assert.False(t, errors.Is(inner, context.DeadlineExceeded), "Send waited for the run: %v", inner)
+	assert.Contains(t, inner.Error(), "from inside a turn of the same thread")
+}
+
+// TestRunFromAToolsGoroutineAfterTheRunEndedIsNotRefused: the mark that
+// refuses a run of the same thread ends with the run: a goroutine a tool
+// started, which calls Run with the tool's ctx once the run is over,
+// waits for the lock like anyone else and runs.
+func TestRunFromAToolsGoroutineAfterTheRunEndedIsNotRefused(t *testing.T) {
+	var ex *toolrun.Executor
+	proceed := make(chan struct{})
+	done := make(chan error, 1)
+	ran := 0
+	ex = newExec(t, nil, fn("spawns", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		go func() {
+			<-proceed
+			_, err := ex.Run(ctx, s.ThreadID(), []toolrun.ToolCall{call("later", "plain", "")})
+			done <- err
+		}()
+		return toolrun.Text("ok"), nil
+	}), fn("plain", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		ran++
+		return toolrun.Text("ok"), nil
+	}))
+	run(t, ex, "t", call("1", "spawns", ""))
+	close(proceed)
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, ran)
 }

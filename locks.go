@@ -140,18 +140,28 @@ func (k *keyedMutex) shard(key string) *keyedShard {
 	return &k.shards[maphash.String(k.seed, key)%uint64(len(k.shards))]
 }
 
-// heldLock is a lock the goroutines of a ctx hold: a runtime turn gives
-// its tools a ctx that carries one, and clears held when it unlocks. It is
-// the ctx itself, so that marking one costs one allocation.
-type heldLock struct {
-	context.Context
-	k      *keyedMutex
-	key    string
-	held   atomic.Bool
-	parent *heldLock
+// lockMark is a lock the goroutines of a ctx hold, as the ctx says: its
+// Value for heldLockKey{} is the innermost mark. A runtime turn marks the
+// ctx it gives its tools with a heldLock, an Executor run with its batch
+// (roomyBatch).
+type lockMark interface {
+	// holds reports whether the mark is of k's lock of key, held now.
+	holds(k *keyedMutex, key string) bool
+	// outer returns the ctx the mark was put on, which carries the marks
+	// of the locks held before it.
+	outer() context.Context
 }
 
 type heldLockKey struct{}
+
+// heldLock is a runtime turn's mark, and clears held when the turn
+// unlocks. It is the ctx itself, so that marking one costs one allocation.
+type heldLock struct {
+	context.Context
+	k    *keyedMutex
+	key  string
+	held atomic.Bool
+}
 
 // Value implements context.Context.
 func (h *heldLock) Value(key any) any {
@@ -161,32 +171,68 @@ func (h *heldLock) Value(key any) any {
 	return h.Context.Value(key)
 }
 
+func (h *heldLock) holds(k *keyedMutex, key string) bool {
+	return h.k == k && h.key == key && h.held.Load()
+}
+
+func (h *heldLock) outer() context.Context { return h.Context }
+
 // release marks the lock as no longer held.
 func (h *heldLock) release() { h.held.Store(false) }
 
 // holding returns ctx marked as holding k's lock of key until release is
 // called on the result.
 func holding(ctx context.Context, k *keyedMutex, key string) *heldLock {
-	parent, _ := ctx.Value(heldLockKey{}).(*heldLock)
-	h := &heldLock{Context: ctx, k: k, key: key, parent: parent}
+	h := &heldLock{Context: ctx, k: k, key: key}
 	h.held.Store(true)
 	return h
 }
 
+// A roomyBatch, the batch of an Executor run, is also the run's mark: the
+// ctx its tools get, marked as holding the lock of the batch's thread in
+// the table locks until release clears it. Marking allocates nothing.
+
+// hold puts the mark on ctx and returns the marked ctx.
+func (rb *roomyBatch) hold(ctx context.Context, k *keyedMutex) context.Context {
+	rb.Context = ctx
+	rb.locks.Store(k)
+	return rb
+}
+
+// release marks the lock as no longer held.
+func (rb *roomyBatch) release() { rb.locks.Store(nil) }
+
+// Value implements context.Context.
+func (rb *roomyBatch) Value(key any) any {
+	if key == (heldLockKey{}) {
+		return rb
+	}
+	return rb.Context.Value(key)
+}
+
+func (rb *roomyBatch) holds(k *keyedMutex, key string) bool {
+	return rb.locks.Load() == k && rb.threadID == key
+}
+
+func (rb *roomyBatch) outer() context.Context { return rb.Context }
+
 // heldBy reports whether ctx is marked as holding k's lock of key now.
 func heldBy(ctx context.Context, k *keyedMutex, key string) bool {
-	h, _ := ctx.Value(heldLockKey{}).(*heldLock)
-	for ; h != nil; h = h.parent {
-		if h.k == k && h.key == key && h.held.Load() {
+	for {
+		m, _ := ctx.Value(heldLockKey{}).(lockMark)
+		if m == nil {
+			return false
+		}
+		if m.holds(k, key) {
 			return true
 		}
+		ctx = m.outer()
 	}
-	return false
 }
 
 // notHolding returns ctx without the locks it is marked as holding: for
 // work that goes on by itself after the caller returns (a background
 // subagent), which waits for those locks like anyone else.
 func notHolding(ctx context.Context) context.Context {
-	return context.WithValue(ctx, heldLockKey{}, (*heldLock)(nil))
+	return context.WithValue(ctx, heldLockKey{}, nil)
 }

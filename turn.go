@@ -533,7 +533,7 @@ func (rt *Runtime) breaker(ctx context.Context, ts *turnState, outcomes []Outcom
 // prepare starts a model request of the turn: the batch its calls will run
 // in, and the tools it offers, which the batch's calls resolve to.
 func (rt *Runtime) prepare(ctx context.Context, ts *turnState) (*batch, *toolset, error) {
-	b, err := rt.ex.newBatch(ctx, ts.th.ID, ts.scope(), nil, false, false)
+	b, err := rt.ex.newBatch(ctx, ts.th.ID, ts.scope(), nil, false, nil)
 	if err != nil {
 		return nil, nil, err
 	}
