@@ -376,6 +376,7 @@ func (e *Executor) runBatch(ctx context.Context, b *batch, calls []ToolCall, fre
 	if b.thread.terminatedAt != nil {
 		return nil, fmt.Errorf("%w: %s", ErrThreadTerminated, b.threadID)
 	}
+	defer b.ended()
 	b.mu.Lock()
 	if b.queue == nil {
 		b.queue = b.spare().queue[:0]
@@ -612,6 +613,15 @@ func (e *Executor) record(ctx context.Context, b *batch, r *runningCall, msg *Me
 		e.log.DebugContext(ctx, "toolrun: tool call failed", "thread", b.threadID, "tool", c.Name, "call", c.ID, "error", res.Error)
 	}
 	return out, nil
+}
+
+// ended records that the batch runs no call any more, however its run
+// ended: QueueTool through a ThreadState kept past the end is refused,
+// rather than queueing a call that would never run.
+func (b *batch) ended() {
+	b.mu.Lock()
+	b.curCall = ""
+	b.mu.Unlock()
 }
 
 // ranBefore reports whether a call before call i of the batch ran with

@@ -457,3 +457,32 @@ func TestRunFromAToolsGoroutineAfterTheRunEndedIsNotRefused(t *testing.T) {
 	require.NoError(t, <-done)
 	assert.Equal(t, 1, ran)
 }
+
+// TestQueueToolAfterItsBatchEndedIsRefused: QueueTool on a ThreadState a
+// tool kept returns an error once the batch has ended. It used to return
+// nil, and the call never ran.
+func TestQueueToolAfterItsBatchEndedIsRefused(t *testing.T) {
+	var kept toolrun.ThreadState
+	ran := 0
+	ex := newExec(t, nil, fn("keep", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		kept = s
+		return toolrun.Text("ok"), nil
+	}), fn("later", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		ran++
+		return toolrun.Text("ok"), nil
+	}), fn("aborts", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		kept = s
+		return toolrun.Result{}, toolrun.ErrAbort
+	}))
+	run(t, ex, "t", call("1", "keep", ""))
+	err := kept.QueueTool("later", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "QueueTool needs a running batch")
+
+	_, err = ex.Run(context.Background(), "t", []toolrun.ToolCall{call("2", "aborts", "")})
+	require.ErrorIs(t, err, toolrun.ErrAbort)
+	err = kept.QueueTool("later", nil)
+	require.Error(t, err, "nor after a batch that aborted")
+	assert.Contains(t, err.Error(), "QueueTool needs a running batch")
+	assert.Zero(t, ran)
+}
