@@ -162,8 +162,9 @@ type call struct {
 	hasIndex  bool
 	id, name  string
 	args      strings.Builder
-	started   bool // ChunkToolCallStart was yielded
-	done      bool // ChunkToolCall was yielded
+	scan      argScan // follows args, to tell when they are valid JSON
+	started   bool    // ChunkToolCallStart was yielded
+	done      bool    // ChunkToolCall was yielded
 }
 
 // streamState turns chat.completion.chunk payloads into toolrun chunks.
@@ -199,6 +200,12 @@ func (s *streamState) invalid(format string, args ...any) error {
 // finish, or when yield returned false.
 func parseStream(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error {
 	s := &streamState{provider: provider, yield: yield}
+	return s.parse(body)
+}
+
+// parse is parseStream with the state made.
+func (s *streamState) parse(body io.Reader) error {
+	provider := s.provider
 	r := sse.NewReader(body, 0)
 	for {
 		ev, err := r.Next()
@@ -389,6 +396,7 @@ func (s *streamState) toolDelta(td *wireToolDelta) error {
 	}
 	frag := td.Function.Arguments
 	c.args.WriteString(frag)
+	c.scan.feed(frag)
 	if !c.started {
 		if c.name == "" {
 			return nil // arguments are kept until the name arrives
@@ -437,13 +445,15 @@ func (s *streamState) find(td *wireToolDelta) (*call, int) {
 }
 
 // completeCalls yields ChunkToolCall for every call not yet complete;
-// with onlyValid, only for those whose arguments are valid JSON.
+// with onlyValid, only for those whose arguments are valid JSON. The
+// arguments are not read again to know that: each call's argScan has
+// followed them as they arrived.
 func (s *streamState) completeCalls(onlyValid bool) error {
 	for i, c := range s.calls {
 		if c.done {
 			continue
 		}
-		if onlyValid && (!c.started || !json.Valid([]byte(c.args.String()))) {
+		if onlyValid && (!c.started || !c.scan.isValid(c.args.String())) {
 			continue
 		}
 		if !c.started {
