@@ -201,6 +201,10 @@ func (a *argScan) couldBeValid() bool {
 	return false
 }
 
+// pending reports whether the text may be valid JSON and json.Valid has
+// not yet been asked about it as it is now.
+func (a *argScan) pending() bool { return !a.checked && a.couldBeValid() }
+
 // isValid reports whether text, all the fragments fed so far, is valid
 // JSON. It runs json.Valid only when the scan says the text could be
 // valid and the answer for the text as it is now is not yet known.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -165,6 +166,7 @@ type call struct {
 	scan      argScan // follows args, to tell when they are valid JSON
 	started   bool    // ChunkToolCallStart was yielded
 	done      bool    // ChunkToolCall was yielded
+	queued    bool    // on streamState.ready
 }
 
 // streamState turns chat.completion.chunk payloads into toolrun chunks.
@@ -172,8 +174,25 @@ type streamState struct {
 	provider string
 	yield    func(toolrun.Chunk) bool
 	calls    []*call
-	finish   string // the finish reason, once seen
-	usage    *toolrun.Usage
+	// byIndex and byID find a call by its wire index, or (for deltas
+	// without an index) by its id, without a search through calls.
+	// byIndex holds the position of each call whose wire index is not its
+	// position (a call whose index is its position is found at once);
+	// byID holds the position of the first call with each id, and is made
+	// when a delta without an index first needs it.
+	byIndex map[int]int
+	byID    map[string]int
+	// ready holds the positions of the started calls whose arguments may
+	// have become valid JSON since completeCalls last looked: only those
+	// can be complete when a new call starts. The calls before position
+	// open are all complete.
+	ready []int
+	open  int
+	// visits counts the calls find and completeCalls looked at: the
+	// work, which the tests check.
+	visits int
+	finish string // the finish reason, once seen
+	usage  *toolrun.Usage
 	// annotations collects delta annotations by their "type".
 	annotations map[string][]json.RawMessage
 	annTypes    []string
@@ -375,12 +394,19 @@ func (s *streamState) toolDelta(td *wireToolDelta) error {
 		if err := s.completeCalls(true); err != nil {
 			return err
 		}
-		c = &call{id: td.ID}
-		if td.Index != nil {
-			c.wireIndex, c.hasIndex = *td.Index, true
-		}
+		c = &call{}
 		s.calls = append(s.calls, c)
 		idx = len(s.calls) - 1
+		if td.Index != nil {
+			c.wireIndex, c.hasIndex = *td.Index, true
+			if c.wireIndex != idx {
+				if s.byIndex == nil {
+					s.byIndex = map[int]int{}
+				}
+				s.byIndex[c.wireIndex] = idx
+			}
+		}
+		s.setID(c, idx, td.ID)
 	}
 	if c.done {
 		if td.Function.Arguments == "" && td.Function.Name == "" {
@@ -389,7 +415,7 @@ func (s *streamState) toolDelta(td *wireToolDelta) error {
 		return s.invalid("tool call %d received arguments after it was complete", idx)
 	}
 	if c.id == "" && td.ID != "" {
-		c.id = td.ID
+		s.setID(c, idx, td.ID)
 	}
 	if c.name == "" && td.Function.Name != "" {
 		c.name = td.Function.Name
@@ -403,13 +429,17 @@ func (s *streamState) toolDelta(td *wireToolDelta) error {
 		}
 		c.started = true
 		if c.id == "" {
-			c.id = newCallID()
+			s.setID(c, idx, newCallID())
 		}
 		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: idx,
 			ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name}}); err != nil {
 			return err
 		}
 		frag = c.args.String() // everything received so far
+	}
+	if !c.queued && c.scan.pending() {
+		c.queued = true
+		s.ready = append(s.ready, idx)
 	}
 	if frag == "" {
 		return nil
@@ -418,23 +448,44 @@ func (s *streamState) toolDelta(td *wireToolDelta) error {
 		ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name, Arguments: frag}})
 }
 
+// setID sets the id of call c, at position i.
+func (s *streamState) setID(c *call, i int, id string) {
+	c.id = id
+	if id == "" || s.byID == nil {
+		return
+	}
+	if j, ok := s.byID[id]; !ok || i < j {
+		s.byID[id] = i
+	}
+}
+
 // find returns the call a delta continues, or nil for a new call.
 func (s *streamState) find(td *wireToolDelta) (*call, int) {
+	s.visits++
 	if td.Index != nil {
-		for i, c := range s.calls {
-			if c.hasIndex && c.wireIndex == *td.Index {
-				return c, i
-			}
+		w := *td.Index
+		if w >= 0 && w < len(s.calls) && s.calls[w].hasIndex && s.calls[w].wireIndex == w {
+			return s.calls[w], w
+		}
+		if i, ok := s.byIndex[w]; ok {
+			return s.calls[i], i
 		}
 		return nil, 0
 	}
-	// No index (Mistral): a known id continues its call, a new id starts a
-	// call, no id continues the last call.
+	// No index (Mistral): a known id continues its call (the first with
+	// that id), a new id starts a call, no id continues the last call.
 	if td.ID != "" {
-		for i, c := range s.calls {
-			if c.id == td.ID {
-				return c, i
+		if s.byID == nil {
+			s.byID = make(map[string]int, len(s.calls))
+			for i := len(s.calls) - 1; i >= 0; i-- {
+				if id := s.calls[i].id; id != "" {
+					s.byID[id] = i // the first call with id is written last
+				}
 			}
+			s.visits += len(s.calls)
+		}
+		if i, ok := s.byID[td.ID]; ok {
+			return s.calls[i], i
 		}
 		return nil, 0
 	}
@@ -444,32 +495,58 @@ func (s *streamState) find(td *wireToolDelta) (*call, int) {
 	return nil, 0
 }
 
-// completeCalls yields ChunkToolCall for every call not yet complete;
-// with onlyValid, only for those whose arguments are valid JSON. The
-// arguments are not read again to know that: each call's argScan has
-// followed them as they arrived.
+// completeCalls yields ChunkToolCall, in order, for every call not yet
+// complete; with onlyValid, only for those whose arguments are valid
+// JSON. The arguments are not read again to know that: each call's
+// argScan has followed them as they arrived. Only the calls on ready can
+// have become valid, so with onlyValid only those are looked at; without
+// it, the calls from open on.
 func (s *streamState) completeCalls(onlyValid bool) error {
-	for i, c := range s.calls {
+	if onlyValid {
+		slices.Sort(s.ready)
+		for _, i := range s.ready {
+			s.visits++
+			c := s.calls[i]
+			c.queued = false
+			if c.done || !c.scan.isValid(c.args.String()) {
+				continue
+			}
+			if err := s.completeCall(i, c); err != nil {
+				return err
+			}
+		}
+		s.ready = s.ready[:0]
+		for s.open < len(s.calls) && s.calls[s.open].done {
+			s.visits++
+			s.open++
+		}
+		return nil
+	}
+	for ; s.open < len(s.calls); s.open++ {
+		s.visits++
+		c := s.calls[s.open]
 		if c.done {
 			continue
 		}
-		if onlyValid && (!c.started || !c.scan.isValid(c.args.String())) {
-			continue
-		}
 		if !c.started {
-			return s.invalid("tool call %d has no function name", i)
+			return s.invalid("tool call %d has no function name", s.open)
 		}
-		c.done = true
-		args := c.args.String()
-		if strings.TrimSpace(args) == "" {
-			args = "{}"
-		}
-		if err := s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCall, Index: i,
-			ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name, Arguments: args}}); err != nil {
+		if err := s.completeCall(s.open, c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// completeCall yields ChunkToolCall for call c, at position i.
+func (s *streamState) completeCall(i int, c *call) error {
+	c.done = true
+	args := c.args.String()
+	if strings.TrimSpace(args) == "" {
+		args = "{}"
+	}
+	return s.emit(toolrun.Chunk{Type: toolrun.ChunkToolCall, Index: i,
+		ToolCall: toolrun.ToolCall{ID: c.id, Name: c.name, Arguments: args}})
 }
 
 // end finishes the response: a [DONE] or the end of the body after a
