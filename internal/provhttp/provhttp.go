@@ -16,9 +16,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -298,24 +300,21 @@ func Message(msg string) string {
 
 // RetryAfter reads the "Retry-After-Ms" header (milliseconds) or else
 // "Retry-After" (seconds or an HTTP date, relative to now); 0 when absent,
-// unreadable, or not in the future.
+// unreadable (NaN is), or not in the future. A wait longer than the
+// largest Duration (an infinity, or a number too large even for a float64)
+// is the largest Duration, so that Backoff gives up on it.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		var ms float64
-		if _, err := fmt.Sscanf(v, "%g", &ms); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+		if ms, ok := number(v); ok && ms > 0 {
+			return duration(ms, time.Millisecond)
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
 	}
-	var secs float64
-	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && !strings.ContainsAny(v, ", ") {
-		if secs > 0 {
-			return time.Duration(secs * float64(time.Second))
-		}
-		return 0
+	if secs, ok := number(v); ok && !strings.ContainsAny(v, ", ") {
+		return duration(secs, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
@@ -323,4 +322,33 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		}
 	}
 	return 0
+}
+
+// number reads the number v starts with, as fmt's %g verb reads it. A
+// number too large for a float64 is read as the infinity of its sign.
+func number(v string) (float64, bool) {
+	var f float64
+	_, err := fmt.Sscanf(v, "%g", &f)
+	if errors.Is(err, strconv.ErrRange) {
+		// Only a number too large gives ErrRange: one too small reads as 0.
+		if strings.HasPrefix(v, "-") {
+			return math.Inf(-1), true
+		}
+		return math.Inf(1), true
+	}
+	return f, err == nil
+}
+
+// duration returns n units as a Duration: 0 when n is not positive (or is
+// NaN), and the largest Duration when n units are more than it holds (a
+// conversion would overflow to a negative Duration).
+func duration(n float64, unit time.Duration) time.Duration {
+	if !(n > 0) {
+		return 0
+	}
+	d := n * float64(unit)
+	if d >= float64(math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -74,6 +75,33 @@ func TestRetryAfter(t *testing.T) {
 	assert.Zero(t, RetryAfter(h("Retry-After", "soon"), now))
 	assert.Equal(t, 150*time.Millisecond, RetryAfter(h("Retry-After-Ms", "150", "Retry-After", "9"), now), "milliseconds win")
 	assert.Equal(t, 9*time.Second, RetryAfter(h("Retry-After-Ms", "x", "Retry-After", "9"), now), "unreadable milliseconds fall back")
+}
+
+func TestRetryAfterTooLongForADurationGivesUp(t *testing.T) {
+	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	longest := time.Duration(math.MaxInt64)
+	for _, h := range []http.Header{
+		{"Retry-After": {"10000000000"}},
+		{"Retry-After": {"9223372036.854775807"}}, // just past the largest Duration
+		{"Retry-After": {"Inf"}},
+		{"Retry-After": {"infinity"}},
+		{"Retry-After": {"1e400"}}, // too large for a float64
+		{"Retry-After": {"Fri, 31 Dec 9999 23:59:59 GMT"}},
+		{"Retry-After-Ms": {"1e13"}},
+		{"Retry-After-Ms": {"+Inf"}},
+		{"Retry-After-Ms": {"1e400"}, "Retry-After": {"1"}},
+	} {
+		d := RetryAfter(h, now)
+		assert.Equal(t, longest, d, "%v", h)
+		_, ok := Retry{}.Backoff(0, d)
+		assert.False(t, ok, "%v: a wait longer than MaxWait gives up", h)
+	}
+	assert.Equal(t, 9223372036*time.Second, RetryAfter(http.Header{"Retry-After": {"9223372036"}}, now), "the longest whole number of seconds a Duration holds")
+	for _, v := range []string{"NaN", "-Inf", "-1e400", "-10000000000", "1e-400"} {
+		assert.Zero(t, RetryAfter(http.Header{"Retry-After": {v}}, now), "Retry-After %s", v)
+		assert.Equal(t, 2*time.Second, RetryAfter(http.Header{"Retry-After-Ms": {v}, "Retry-After": {"2"}}, now),
+			"Retry-After-Ms %s falls back to Retry-After", v)
+	}
 }
 
 // script returns an AttemptFunc that returns the given results in turn and
