@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolrun/toolrun"
 )
@@ -208,9 +209,10 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
 		err = a.Stream(a.Provider, rd, y)
 	default:
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		// The bytes past 512 show whether the 512th ends a character.
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512+utf8.UTFMax))
 		err = &toolrun.ProviderError{Provider: a.Provider, Status: resp.StatusCode, Code: "invalid_response",
-			Message: fmt.Sprintf("unexpected content type %q: %s", ct, bytes.TrimSpace(snippet))}
+			Message: fmt.Sprintf("unexpected content type %q: %s", ct, strings.TrimSpace(Truncate(string(snippet), 512)))}
 	}
 	if stopped {
 		return yielded, true, nil
@@ -253,8 +255,8 @@ func (i *IdleReader) Stop() { i.t.Stop() }
 // reads up to 1 MiB of the body and sets Status, Retryable (from
 // retryable) and RetryAfter. decode extracts the code and message of a
 // body the provider recognises; otherwise the message is the trimmed body
-// (at most 300 bytes and "…") or, for an empty body, the status text. An
-// empty code becomes code(status).
+// (at most 300 bytes and "…", cut as Truncate cuts) or, for an empty body,
+// the status text. An empty code becomes code(status).
 func ResponseError(provider string, resp *http.Response, retryable func(status int) bool,
 	decode func(body []byte) (code, message string, ok bool), code func(status int) string) *toolrun.ProviderError {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -274,7 +276,7 @@ func ResponseError(provider string, resp *http.Response, retryable func(status i
 		e.Code = ""
 		e.Message = strings.TrimSpace(string(b))
 		if len(e.Message) > 300 {
-			e.Message = e.Message[:300] + "…"
+			e.Message = Truncate(e.Message, 300) + "…"
 		}
 		if e.Message == "" {
 			e.Message = http.StatusText(resp.StatusCode)
@@ -284,6 +286,30 @@ func ResponseError(provider string, resp *http.Response, retryable func(status i
 		e.Code = code(resp.StatusCode)
 	}
 	return e
+}
+
+// Truncate returns s when it is at most n bytes long, and otherwise its
+// first n bytes, less those of a UTF-8 character that the cut would split,
+// so that a cut valid UTF-8 text stays valid. Bytes that are not part of a
+// valid character are cut like single characters.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	// The character the byte at n belongs to starts at most UTFMax-1 bytes
+	// before it.
+	for i := n; i > n-utf8.UTFMax && i >= 0; i-- {
+		if utf8.RuneStart(s[i]) {
+			if _, size := utf8.DecodeRuneInString(s[i:]); i+size > n {
+				return s[:i]
+			}
+			break
+		}
+	}
+	return s[:n]
 }
 
 // NoMessage is the message of an error a provider reported without one

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -293,6 +294,51 @@ func TestResponseError(t *testing.T) {
 	assert.Equal(t, NoMessage, e.Message)
 	assert.Equal(t, NoMessage, Message("\t"))
 	assert.Equal(t, "m", Message("m"))
+}
+
+func TestTruncateKeepsWholeCharacters(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"abc", 3, "abc"},
+		{"abc", 5, "abc"},
+		{"abc", 2, "ab"},
+		{"abc", 0, ""},
+		{"x€€", 1, "x"},
+		{"x€€", 2, "x"}, // € is 3 bytes
+		{"x€€", 3, "x"},
+		{"x€€", 4, "x€"},
+		{"x€€", 6, "x€"},
+		{"a😀b", 4, "a"}, // 😀 is 4 bytes
+		{"a😀b", 5, "a😀"},
+		{"ab\x80\x80\x80\x80cd", 4, "ab\x80\x80"}, // stray continuation bytes are cut anywhere
+		{"a\xe2\x82", 2, "a\xe2"},                 // so is an unfinished character
+	} {
+		assert.Equal(t, c.want, Truncate(c.s, c.n), "Truncate(%q, %d)", c.s, c.n)
+	}
+}
+
+func TestErrorMessagesCutOnACharacterBoundary(t *testing.T) {
+	body := "x" + strings.Repeat("€", 200)
+	resp := &http.Response{StatusCode: 500, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body))}
+	e := ResponseError("p", resp, func(int) bool { return true }, func([]byte) (string, string, bool) { return "", "", false },
+		func(int) string { return "server_error" })
+	assert.True(t, utf8.ValidString(e.Message), "message %q", e.Message)
+	assert.Equal(t, "x"+strings.Repeat("€", 99)+"…", e.Message, "299 bytes: the 100th € would end past 300")
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, body)
+	}))
+	defer srv.Close()
+	a := Attempt{Provider: "p", Client: srv.Client(), Endpoint: srv.URL}
+	_, _, err := a.Do(context.Background(), nil, func(toolrun.Chunk, error) bool { return true })
+	var pe *toolrun.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.True(t, utf8.ValidString(pe.Message), "message %q", pe.Message)
+	assert.Equal(t, `unexpected content type "text/html": x`+strings.Repeat("€", 170), pe.Message, "511 bytes of the body")
 }
 
 func TestAttemptIdleTimeout(t *testing.T) {
