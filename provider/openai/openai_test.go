@@ -11,10 +11,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -443,6 +445,28 @@ func TestMalformedEvent(t *testing.T) {
 	assert.Contains(t, pe.Message, "malformed stream event")
 	assert.Equal(t, "Hi", text(chunks, toolrun.ChunkText))
 	assert.EqualValues(t, 1, s.calls.Load(), "not retried after a chunk was yielded")
+}
+
+func TestErrorTextsCutOnACharacterBoundary(t *testing.T) {
+	long := "x" + strings.Repeat("€", 200) // € is 3 bytes
+	parse := func(stream string) *toolrun.ProviderError {
+		t.Helper()
+		return providerError(t, parseStream("openai", strings.NewReader(stream), func(toolrun.Chunk) bool { return true }))
+	}
+
+	// OpenRouter's upstream error (metadata.raw) is cut to 500 bytes.
+	event, err := json.Marshal(map[string]any{"error": map[string]any{"message": "upstream failed", "code": 502,
+		"metadata": map[string]any{"raw": long, "provider_name": "P"}}})
+	require.NoError(t, err)
+	pe := parse("data: " + string(event) + "\n\n")
+	assert.True(t, utf8.ValidString(pe.Message), "message %q", pe.Message)
+	assert.Equal(t, "upstream failed (P: x"+strings.Repeat("€", 166)+"…)", pe.Message, "499 bytes of raw")
+
+	// A malformed event is quoted, cut to 120 bytes, without the start of
+	// a split character (which would show as \xe2\x82).
+	pe = parse("data: " + long + "\n\n")
+	assert.Contains(t, pe.Message, strconv.Quote("x"+strings.Repeat("€", 39))+"…:", "118 bytes of the event")
+	assert.NotContains(t, pe.Message, `\x`)
 }
 
 func TestStreamCutMidToolCall(t *testing.T) {

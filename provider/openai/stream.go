@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/internal/provhttp"
@@ -89,7 +90,8 @@ type wireError struct {
 
 // codeAndMessage returns the error's code (its string code, else its
 // type) and its message, with an upstream error appended when OpenRouter
-// passed one on.
+// passed one on (at most 500 bytes of it and "…", cut as
+// provhttp.Truncate cuts).
 func (e *wireError) codeAndMessage() (code, msg string) {
 	var s string
 	if json.Unmarshal(e.Code, &s) == nil && s != "" {
@@ -101,7 +103,7 @@ func (e *wireError) codeAndMessage() (code, msg string) {
 	if e.Metadata != nil && e.Metadata.Raw != "" {
 		raw := e.Metadata.Raw
 		if len(raw) > 500 {
-			raw = raw[:500] + "…"
+			raw = provhttp.Truncate(raw, 500) + "…"
 		}
 		if e.Metadata.ProviderName != "" {
 			msg += " (" + e.Metadata.ProviderName + ": " + raw + ")"
@@ -271,9 +273,11 @@ func (s *streamState) parse(body io.Reader) error {
 	}
 }
 
+// snippet quotes b, or its first 120 bytes and "…", cut as
+// provhttp.Truncate cuts.
 func snippet(b []byte) string {
 	if len(b) > 120 {
-		return strconv.Quote(string(b[:120])) + "…"
+		return strconv.Quote(provhttp.Truncate(string(b[:min(len(b), 120+utf8.UTFMax)]), 120)) + "…"
 	}
 	return strconv.Quote(string(b))
 }
