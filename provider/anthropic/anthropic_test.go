@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -414,6 +415,17 @@ func TestMalformedEvent(t *testing.T) {
 	assert.Equal(t, "invalid_response", pe.Code)
 	assert.Equal(t, "Hi", text(chunks, toolrun.ChunkText))
 	assert.EqualValues(t, 1, s.calls.Load())
+}
+
+func TestMalformedEventIsQuotedWithoutASplitCharacter(t *testing.T) {
+	// The event is quoted, cut to 120 bytes, without the start of a split
+	// character (which would show as \xe2\x82).
+	long := "x" + strings.Repeat("€", 200) // € is 3 bytes
+	err := parseStream("anthropic", strings.NewReader("data: "+long+"\n\n"), func(toolrun.Chunk) bool { return true })
+	pe := providerError(t, err)
+	assert.Equal(t, "invalid_response", pe.Code)
+	assert.Contains(t, pe.Message, strconv.Quote("x"+strings.Repeat("€", 39))+"…:", "118 bytes of the event")
+	assert.NotContains(t, pe.Message, `\x`)
 }
 
 func TestStreamCutMidToolCall(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/internal/provhttp"
@@ -141,9 +142,11 @@ func parseStream(provider string, body io.Reader, yield func(toolrun.Chunk) bool
 	}
 }
 
+// snippet quotes b, or its first 120 bytes and "…", cut as
+// provhttp.Truncate cuts.
 func snippet(b []byte) string {
 	if len(b) > 120 {
-		return strconv.Quote(string(b[:120])) + "…"
+		return strconv.Quote(provhttp.Truncate(string(b[:min(len(b), 120+utf8.UTFMax)]), 120)) + "…"
 	}
 	return strconv.Quote(string(b))
 }
