@@ -130,7 +130,10 @@ type Options struct {
 	// 0 means the Runner's default (none unless configured). Negative is
 	// invalid.
 	Timeout time.Duration
-	// MaxCallStackSize limits the JS call depth; 0 means 10000.
+	// MaxCallStackSize limits the JS call depth; 0 means 10000. Negative
+	// values are invalid; values over math.MaxInt32 are taken as
+	// math.MaxInt32, the most a worker can be sent, so that both modes
+	// apply the same limit.
 	MaxCallStackSize int
 }
 
@@ -640,6 +643,9 @@ func (r *Runner) prepare(source string, opts *Options) (*prepared, *Error) {
 	}
 	if o.MaxCallStackSize < 0 {
 		return nil, optionsError("maxCallStackSize must not be negative")
+	}
+	if o.MaxCallStackSize > math.MaxInt32 {
+		o.MaxCallStackSize = math.MaxInt32 // the most the worker protocol carries
 	}
 	ex := Execute{Fn: "default"}
 	if o.Execute != nil {

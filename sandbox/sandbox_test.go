@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/big"
 	"strings"
 	"sync"
@@ -618,6 +619,26 @@ func TestOptionValidation(t *testing.T) {
 		requireStatus(t, res, StatusSuccess)
 		assert.Equal(t, 42.0, res.Value)
 		assert.Equal(t, []any{21.0}, reps)
+	})
+}
+
+func TestHugeMaxCallStackSizeIsTheSameLimitInBothModes(t *testing.T) {
+	// The worker protocol carries at most math.MaxInt32; a larger limit
+	// is taken as that in both modes, not cut to its low 31 bits.
+	rec := func(depth int) string {
+		return fmt.Sprintf("function g(n) { return n ? g(n - 1) : 0; } export default () => g(%d);", depth)
+	}
+	bothModes(t, func(t *testing.T, r *Runner) {
+		// 1<<32+1 would be a limit of 1 frame.
+		res := wait(t, r.StartMap(testCtx, rec(50), map[string]any{"maxCallStackSize": float64(1<<32 + 1), "language": "javascript"}))
+		requireStatus(t, res, StatusSuccess)
+		// 1<<31 would be 0, the default of 10000 frames.
+		res = runCode(t, r, rec(20000), &Options{MaxCallStackSize: 1 << 31, Language: LanguageJavaScript})
+		requireStatus(t, res, StatusSuccess)
+		// The default still applies without a limit.
+		res = runCode(t, r, rec(20000), &Options{Language: LanguageJavaScript})
+		requireStatus(t, res, StatusError)
+		assert.Contains(t, res.Error.Message, "Maximum call stack size exceeded")
 	})
 }
 

@@ -100,7 +100,7 @@ type runSpec struct {
 	Globals  map[string]any
 	Imports  map[string]map[string]any
 	Report   bool
-	MaxStack int
+	MaxStack int // at most math.MaxInt32: the decoder takes more as that
 	Memory   int64
 }
 
@@ -673,7 +673,7 @@ func decodeFrame(data []byte, budget int64) (*frame, error) {
 			s.Imports[k] = d.object(0)
 		}
 		s.Report = d.bool()
-		s.MaxStack = int(d.uvarint() & math.MaxInt32)
+		s.MaxStack = int(min(d.uvarint(), math.MaxInt32))
 		s.Memory = d.varint()
 		f.Run = s
 	case frRet:
@@ -686,7 +686,7 @@ func decodeFrame(data []byte, budget int64) (*frame, error) {
 		f.Err = d.err()
 	case frCall:
 		f.C = d.uvarint()
-		f.Fn = int(d.uvarint() & math.MaxInt32)
+		f.Fn = int(min(d.uvarint(), math.MaxInt32))
 		f.Args = d.values(0)
 	case frReport:
 		f.V = d.value(0)

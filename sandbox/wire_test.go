@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bufio"
 	"bytes"
+	"math"
 	"math/big"
 	"math/rand"
 	"testing"
@@ -52,6 +53,18 @@ func TestFrameRoundTrip(t *testing.T) {
 			}
 		}
 		assert.Equal(t, want, got)
+	}
+}
+
+func TestDecodeFrameTakesNumbersPastMaxInt32AsMaxInt32(t *testing.T) {
+	// Masking the high bits instead would make 1<<32+1 a 1.
+	for _, n := range []int{1<<32 + 1, 1 << 31, math.MaxInt64} {
+		run, err := decodeFrame(encodeFrame(&frame{T: frRun, ID: 1, Run: &runSpec{MaxStack: n}})[4:], maxTransferBytes)
+		require.NoError(t, err)
+		assert.Equal(t, math.MaxInt32, run.Run.MaxStack, "MaxStack %d", n)
+		call, err := decodeFrame(encodeFrame(&frame{T: frCall, ID: 1, C: 2, Fn: n})[4:], maxTransferBytes)
+		require.NoError(t, err)
+		assert.Equal(t, math.MaxInt32, call.Fn, "Fn %d: past the host's functions, not another one", n)
 	}
 }
 
