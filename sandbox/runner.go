@@ -120,7 +120,9 @@ type Options struct {
 	// Filename names the entry source in errors; "" means "<runCode>".
 	Filename string
 	// MemoryLimitBytes caps the memory the run may use; 0 means the
-	// Runner's default. Negative values are invalid. Enforced in worker mode.
+	// Runner's default. Negative values are invalid; values over 1<<50
+	// (1 PiB) are taken as 1<<50, no limit in practice. Enforced in worker
+	// mode.
 	MemoryLimitBytes int64
 	// Report, when non-nil, defines a global report(value) function; each
 	// reported value is passed to Report as it happens (one call at a time,
@@ -804,6 +806,12 @@ func (r *Runner) StartMap(ctx context.Context, source string, m map[string]any) 
 // OptionsFromMap decodes run options given as data (see [Runner.StartMap]).
 // The error is an *Error named "InvalidCodeExecutionOptions"; an unknown key
 // gives the message "Unknown runCode option: <key>".
+//
+// memoryLimitBytes and timeoutMs must be positive finite numbers, and
+// maxCallStackSize a positive integer. A value larger than its Options
+// field can hold is capped, as the field caps it: memoryLimitBytes at 1<<50
+// bytes, timeoutMs at the largest time.Duration (about 292 years) and
+// maxCallStackSize at math.MaxInt32.
 func OptionsFromMap(m map[string]any) (*Options, error) {
 	o := &Options{}
 	for _, k := range sortedKeys(m) {
@@ -886,19 +894,24 @@ func OptionsFromMap(m map[string]any) (*Options, error) {
 			if !ok || !(f > 0) || math.IsInf(f, 0) {
 				return nil, optionsError("memoryLimitBytes must be a positive finite number")
 			}
-			o.MemoryLimitBytes = int64(f)
+			// Capped before the conversion, which would overflow.
+			o.MemoryLimitBytes = int64(min(f, maxMemoryLimit))
 		case "timeoutMs":
 			f, ok := toFloat(v)
 			if !ok || !(f > 0) || math.IsInf(f, 0) {
 				return nil, optionsError("timeoutMs must be a positive finite number")
 			}
-			o.Timeout = time.Duration(f * float64(time.Millisecond))
+			if d := f * float64(time.Millisecond); d < float64(math.MaxInt64) {
+				o.Timeout = time.Duration(d)
+			} else {
+				o.Timeout = math.MaxInt64 // the conversion would overflow
+			}
 		case "maxCallStackSize":
 			f, ok := toFloat(v)
-			if !ok || !(f > 0) || f != math.Trunc(f) {
+			if !ok || !(f > 0) || f != math.Trunc(f) || math.IsInf(f, 0) {
 				return nil, optionsError("maxCallStackSize must be a positive integer")
 			}
-			o.MaxCallStackSize = int(f)
+			o.MaxCallStackSize = int(min(f, math.MaxInt32)) // as prepare caps it
 		case "report":
 			f, ok := v.(func(any))
 			if !ok {

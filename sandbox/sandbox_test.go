@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strings"
 	"sync"
@@ -639,6 +640,44 @@ func TestHugeMaxCallStackSizeIsTheSameLimitInBothModes(t *testing.T) {
 		res = runCode(t, r, rec(20000), &Options{Language: LanguageJavaScript})
 		requireStatus(t, res, StatusError)
 		assert.Contains(t, res.Error.Message, "Maximum call stack size exceeded")
+	})
+}
+
+func TestHugeNumericMapOptionsAreCapped(t *testing.T) {
+	for _, c := range []struct {
+		m    map[string]any
+		want Options
+	}{
+		{map[string]any{"memoryLimitBytes": 1e300}, Options{MemoryLimitBytes: 1 << 50}},
+		{map[string]any{"memoryLimitBytes": float64(1<<50 + 1<<40)}, Options{MemoryLimitBytes: 1 << 50}},
+		{map[string]any{"memoryLimitBytes": 1e15}, Options{MemoryLimitBytes: 1e15}},
+		{map[string]any{"timeoutMs": 1e13}, Options{Timeout: math.MaxInt64}},
+		{map[string]any{"timeoutMs": 1e300}, Options{Timeout: math.MaxInt64}},
+		{map[string]any{"timeoutMs": 9.2e12}, Options{Timeout: 9.2e12 * time.Millisecond}},
+		{map[string]any{"maxCallStackSize": 1e300}, Options{MaxCallStackSize: math.MaxInt32}},
+		{map[string]any{"maxCallStackSize": float64(1 << 40)}, Options{MaxCallStackSize: math.MaxInt32}},
+		{map[string]any{"maxCallStackSize": 500}, Options{MaxCallStackSize: 500}},
+	} {
+		o, err := OptionsFromMap(c.m)
+		require.NoError(t, err, "%v", c.m)
+		assert.Equal(t, c.want, *o, "%v", c.m)
+	}
+	for _, m := range []map[string]any{
+		{"memoryLimitBytes": math.Inf(1)}, {"timeoutMs": math.Inf(1)}, {"maxCallStackSize": math.Inf(1)},
+	} {
+		_, err := OptionsFromMap(m)
+		var e *Error
+		require.ErrorAs(t, err, &e, "%v", m)
+		assert.Equal(t, "InvalidCodeExecutionOptions", e.Name)
+		assert.Contains(t, e.Message, "must be a positive", "%v", m)
+	}
+
+	bothModes(t, func(t *testing.T, r *Runner) {
+		res := wait(t, r.StartMap(testCtx, "export default () => 1 + 1;", map[string]any{
+			"memoryLimitBytes": 1e300, "timeoutMs": 1e13, "maxCallStackSize": 1e300,
+		}))
+		requireStatus(t, res, StatusSuccess)
+		assert.Equal(t, 2.0, res.Value)
 	})
 }
 
