@@ -35,9 +35,3 @@ var Migration3 = migrations[2]
 func ListSQL(threadID string, q toolrun.MessageQuery) (string, []any, string, []any) {
 	return listSQL(threadID, q)
 }
-
-// TooDeep is tooDeep.
-var TooDeep = tooDeep
-
-// MaxJSONDepth is the depth past which TooDeep refuses a document.
-const MaxJSONDepth = maxJSONDepth

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/store/internal/jsondepth"
 )
 
 // Group commit of single-message appends.
@@ -276,14 +277,14 @@ func (s *Store) appendOne(ctx context.Context, p *pending) (int64, error) {
 
 // encodeBody returns the JSON body stored for m (its Seq, ID and
 // CreatedAt have columns, and are read from those). A field nested too
-// deeply to decode (see tooDeep) is refused with an error naming its JSON
+// deeply to decode (see jsondepth.TooDeep) is refused with an error naming its JSON
 // key.
 func encodeBody(m *toolrun.Message, threadID string) (string, error) {
 	c := *m
 	c.ThreadID, c.Seq = threadID, 0
 	b, err := json.Marshal(&c)
-	if member, deep := tooDeep(b); deep {
-		return "", fmt.Errorf("%s: %w", member, errTooDeep)
+	if member, deep := jsondepth.TooDeep(b); deep {
+		return "", fmt.Errorf("%s: %w", member, jsondepth.ErrTooDeep)
 	}
 	return string(b), err
 }

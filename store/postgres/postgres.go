@@ -96,7 +96,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -112,6 +111,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/store/internal/envcrypt"
+	"github.com/toolrun/toolrun/store/internal/jsondepth"
 	"github.com/toolrun/toolrun/store/keyring"
 )
 
@@ -412,7 +412,7 @@ func checkTime(field string, t time.Time) error {
 }
 
 // threadJSON encodes the JSON columns of a thread, NULL for nil. It
-// refuses a value nested too deeply to decode (see tooDeep).
+// refuses a value nested too deeply to decode (see jsondepth.TooDeep).
 func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 	enc := func(v any, null bool, what string) (*string, error) {
 		if null {
@@ -422,8 +422,8 @@ func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if _, deep := tooDeep(b); deep {
-			return nil, fmt.Errorf("%s: %w", what, errTooDeep)
+		if _, deep := jsondepth.TooDeep(b); deep {
+			return nil, fmt.Errorf("%s: %w", what, jsondepth.ErrTooDeep)
 		}
 		return jsonArg(b), nil
 	}
@@ -435,71 +435,6 @@ func threadJSON(t *toolrun.Thread) (args, props, tags *string, err error) {
 	}
 	tags, err = enc(t.Tags, t.Tags == nil, "tags")
 	return
-}
-
-// maxJSONDepth is how deeply arrays and objects may nest in a document that
-// encoding/json decodes: json.Unmarshal fails on one nested deeper
-// ("exceeded max depth"), though json.Marshal writes it. The Store refuses
-// to write such a document, which it could not read back.
-const maxJSONDepth = 10000
-
-// errTooDeep is the error of a value refused by tooDeep; callers prefix the
-// name of the value.
-var errTooDeep = fmt.Errorf("arrays and objects nested more than %d deep, deeper than JSON decoding allows: %w", maxJSONDepth, toolrun.ErrUnstorable)
-
-// tooDeep reports whether the JSON document b (as json.Marshal writes it)
-// nests arrays and objects more than maxJSONDepth deep, and if so the name
-// of the member of its outermost object that holds the first value nested
-// too deeply ("" when b is not an object). Every level takes an opening
-// and a closing bracket, so a document of at most twice maxJSONDepth bytes
-// is not read; a longer one is read once, its strings skipped.
-func tooDeep(b []byte) (member string, deep bool) {
-	if len(b) <= 2*maxJSONDepth {
-		return "", false
-	}
-	depth := 0
-	var key []byte // the last string of the outermost object, quoted
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			end := stringEnd(b, i)
-			if depth == 1 && b[0] == '{' {
-				// In an object the last string before a value nested
-				// in it is that value's name.
-				key = b[i:min(end+1, len(b))]
-			}
-			i = end
-		case '{', '[':
-			depth++
-			if depth > maxJSONDepth {
-				_ = json.Unmarshal(key, &member)
-				return member, true
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return "", false
-}
-
-// stringEnd returns the index of the quote that ends the JSON string whose
-// opening quote is at b[open], or len(b) if none does: the first quote
-// after it not escaped by an odd number of backslashes.
-func stringEnd(b []byte, open int) int {
-	for from := open + 1; ; {
-		k := bytes.IndexByte(b[from:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q, n := from+k, 0
-		for q-1-n > open && b[q-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		from = q + 1
-	}
 }
 
 // jsonArg passes encoded JSON as text, or NULL when b is nil.
@@ -1149,13 +1084,13 @@ func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
 // ---- children ----
 
 // PutChild implements toolrun.ChildStore. It is fenced on the parent
-// thread. It refuses an entry nested too deeply to decode (see tooDeep).
+// thread. It refuses an entry nested too deeply to decode (see jsondepth.TooDeep).
 func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	created, updated := e.CreatedAt, e.UpdatedAt
 	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
 	body, err := json.Marshal(&e)
-	if member, deep := tooDeep(body); deep {
-		err = fmt.Errorf("%s: %w", member, errTooDeep)
+	if member, deep := jsondepth.TooDeep(body); deep {
+		err = fmt.Errorf("%s: %w", member, jsondepth.ErrTooDeep)
 	}
 	if err == nil {
 		err = errors.Join(checkTime("CreatedAt", created), checkTime("UpdatedAt", updated))

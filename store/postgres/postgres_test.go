@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -275,41 +274,6 @@ func TestTooDeepValuesAreRefused(t *testing.T) {
 	kids, err := st.Children(ctx, "t")
 	if err != nil || len(kids) != 1 || kids[0].Reference != "ok" {
 		t.Fatalf("Children after a refused PutChild: %+v, %v; want the entry stored before", kids, err)
-	}
-}
-
-// TooDeep refuses exactly what json.Unmarshal refuses for its depth, in
-// arrays and objects, counting no bracket inside a string (escaped quotes
-// and backslashes included), and names the member of the outermost object
-// that holds the too-deep value.
-func TestTooDeep(t *testing.T) {
-	const limit = postgres.MaxJSONDepth
-	arrays := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	objects := func(n int) string { return strings.Repeat(`{"k":`, n) + "1" + strings.Repeat("}", n) }
-	noise := `"` + strings.Repeat(`[{\"\\`, 6000) + `"` // brackets, escaped quotes and backslashes in a string
-	for i, c := range []struct {
-		doc, member string
-	}{
-		{arrays(limit), ""},
-		{arrays(limit + 1), ""},
-		{objects(limit), ""},
-		{objects(limit + 1), "k"},
-		{`{"s":` + noise + `,"m":` + arrays(limit-1) + `}`, ""},
-		{`{"s":` + noise + `,"m":` + arrays(limit) + `}`, "m"},
-		{`[` + noise + `,` + arrays(limit) + `]`, ""},
-		{`{"a\"b\\":"v\\","m":1,"x":` + arrays(limit) + `,"z":2}`, "x"},
-		{`{"a\"b\\" : ` + arrays(limit) + `}`, `a"b\`},
-		{`{"k":"` + strings.Repeat("[", 3*limit) + `"}`, ""},
-	} {
-		var v any
-		err := json.Unmarshal([]byte(c.doc), &v)
-		if err != nil && !strings.Contains(err.Error(), "exceeded max depth") {
-			t.Fatalf("case %d is not valid JSON: %v", i, err)
-		}
-		member, deep := postgres.TooDeep([]byte(c.doc))
-		if deep != (err != nil) || member != c.member {
-			t.Errorf("case %d: TooDeep = %q, %v; json.Unmarshal: %v, want member %q", i, member, deep, err, c.member)
-		}
 	}
 }
 

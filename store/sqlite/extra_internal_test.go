@@ -3,7 +3,6 @@ package sqlite
 import (
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
@@ -99,39 +98,5 @@ func TestExtraWithZeroKeysReadsTheSame(t *testing.T) {
 	}
 	if !reflect.DeepEqual(before.Messages, after.Messages) {
 		t.Fatalf("stored as %s, the message reads as\n%+v\nstored as %s, as\n%+v", stored, before.Messages, long, after.Messages)
-	}
-}
-
-// tooDeep refuses exactly what json.Unmarshal refuses for its depth, in
-// arrays and objects, counting no bracket inside a string (escaped quotes
-// and backslashes included), and names the member of the outermost object
-// that holds the too-deep value.
-func TestTooDeep(t *testing.T) {
-	arrays := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
-	objects := func(n int) string { return strings.Repeat(`{"k":`, n) + "1" + strings.Repeat("}", n) }
-	noise := `"` + strings.Repeat(`[{\"\\`, 6000) + `"` // brackets, escaped quotes and backslashes in a string
-	for i, c := range []struct {
-		doc, member string
-	}{
-		{arrays(maxJSONDepth), ""},
-		{arrays(maxJSONDepth + 1), ""},
-		{objects(maxJSONDepth), ""},
-		{objects(maxJSONDepth + 1), "k"},
-		{`{"s":` + noise + `,"m":` + arrays(maxJSONDepth-1) + `}`, ""},
-		{`{"s":` + noise + `,"m":` + arrays(maxJSONDepth) + `}`, "m"},
-		{`[` + noise + `,` + arrays(maxJSONDepth) + `]`, ""},
-		{`{"a\"b\\":"v\\","m":1,"x":` + arrays(maxJSONDepth) + `,"z":2}`, "x"},
-		{`{"a\"b\\" : ` + arrays(maxJSONDepth) + `}`, `a"b\`},
-		{`{"k":"` + strings.Repeat("[", 3*maxJSONDepth) + `"}`, ""},
-	} {
-		var v any
-		err := json.Unmarshal([]byte(c.doc), &v)
-		if err != nil && !strings.Contains(err.Error(), "exceeded max depth") {
-			t.Fatalf("case %d is not valid JSON: %v", i, err)
-		}
-		member, deep := tooDeep([]byte(c.doc))
-		if deep != (err != nil) || member != c.member {
-			t.Errorf("case %d: tooDeep = %q, %v; json.Unmarshal: %v, want member %q", i, member, deep, err, c.member)
-		}
 	}
 }

@@ -99,6 +99,7 @@ import (
 
 	"github.com/toolrun/toolrun"
 	"github.com/toolrun/toolrun/store/internal/envcrypt"
+	"github.com/toolrun/toolrun/store/internal/jsondepth"
 	"github.com/toolrun/toolrun/store/keyring"
 )
 
@@ -425,7 +426,7 @@ func nullMicros(t time.Time, field string) (sql.NullInt64, error) {
 }
 
 // jsonOrNull encodes v, or returns NULL for an empty map or slice. It
-// refuses a value nested too deeply to decode (see tooDeep).
+// refuses a value nested too deeply to decode (see jsondepth.TooDeep).
 func jsonOrNull(v any, empty bool) (sql.NullString, error) {
 	if empty {
 		return sql.NullString{}, nil
@@ -434,75 +435,10 @@ func jsonOrNull(v any, empty bool) (sql.NullString, error) {
 	if err != nil {
 		return sql.NullString{}, err
 	}
-	if _, deep := tooDeep(b); deep {
-		return sql.NullString{}, errTooDeep
+	if _, deep := jsondepth.TooDeep(b); deep {
+		return sql.NullString{}, jsondepth.ErrTooDeep
 	}
 	return sql.NullString{String: string(b), Valid: true}, nil
-}
-
-// maxJSONDepth is how deeply arrays and objects may nest in a document that
-// encoding/json decodes: json.Unmarshal fails on one nested deeper
-// ("exceeded max depth"), though json.Marshal writes it. The Store refuses
-// to write such a document, which it could not read back.
-const maxJSONDepth = 10000
-
-// errTooDeep is the error of a value refused by tooDeep; callers prefix the
-// name of the value.
-var errTooDeep = fmt.Errorf("arrays and objects nested more than %d deep, deeper than JSON decoding allows: %w", maxJSONDepth, toolrun.ErrUnstorable)
-
-// tooDeep reports whether the JSON document b (as json.Marshal writes it)
-// nests arrays and objects more than maxJSONDepth deep, and if so the name
-// of the member of its outermost object that holds the first value nested
-// too deeply ("" when b is not an object). Every level takes an opening
-// and a closing bracket, so a document of at most twice maxJSONDepth bytes
-// is not read; a longer one is read once, its strings skipped.
-func tooDeep(b []byte) (member string, deep bool) {
-	if len(b) <= 2*maxJSONDepth {
-		return "", false
-	}
-	depth := 0
-	var key []byte // the last string of the outermost object, quoted
-	for i := 0; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			end := stringEnd(b, i)
-			if depth == 1 && b[0] == '{' {
-				// In an object the last string before a value nested
-				// in it is that value's name.
-				key = b[i:min(end+1, len(b))]
-			}
-			i = end
-		case '{', '[':
-			depth++
-			if depth > maxJSONDepth {
-				_ = json.Unmarshal(key, &member)
-				return member, true
-			}
-		case '}', ']':
-			depth--
-		}
-	}
-	return "", false
-}
-
-// stringEnd returns the index of the quote that ends the JSON string whose
-// opening quote is at b[open], or len(b) if none does: the first quote
-// after it not escaped by an odd number of backslashes.
-func stringEnd(b []byte, open int) int {
-	for from := open + 1; ; {
-		k := bytes.IndexByte(b[from:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q, n := from+k, 0
-		for q-1-n > open && b[q-1-n] == '\\' {
-			n++
-		}
-		if n%2 == 0 {
-			return q
-		}
-		from = q + 1
-	}
 }
 
 // ---- threads ----
@@ -787,7 +723,7 @@ func columnless(m *toolrun.Message) *toolrun.Message {
 // Most messages (every plain tool result) have none of those fields set,
 // which a reflect zero check finds without encoding anything; it covers any
 // field added to Message later too. A field nested too deeply to decode
-// (see tooDeep) is refused with an error naming its JSON key.
+// (see jsondepth.TooDeep) is refused with an error naming its JSON key.
 func encodeExtra(m *toolrun.Message) (*string, error) {
 	c := columnless(m)
 	if reflect.ValueOf(c).Elem().IsZero() {
@@ -797,8 +733,8 @@ func encodeExtra(m *toolrun.Message) (*string, error) {
 	if err != nil || bytes.Equal(b, emptyExtra) {
 		return nil, err
 	}
-	if member, deep := tooDeep(b); deep {
-		return nil, fmt.Errorf("%s: %w", member, errTooDeep)
+	if member, deep := jsondepth.TooDeep(b); deep {
+		return nil, fmt.Errorf("%s: %w", member, jsondepth.ErrTooDeep)
 	}
 	if len(b) > len(zeroHead)+len(zeroTail) && bytes.HasPrefix(b, zeroHead) && bytes.HasSuffix(b, zeroTail) {
 		x := "{" + string(b[len(zeroHead):len(b)-len(zeroTail)]) + "}"
@@ -1480,13 +1416,13 @@ func (s *Store) DeleteFile(ctx context.Context, threadID, path string) error {
 // ---- children ----
 
 // PutChild implements toolrun.ChildStore. It refuses an entry nested too
-// deeply to decode (see tooDeep).
+// deeply to decode (see jsondepth.TooDeep).
 func (s *Store) PutChild(ctx context.Context, e toolrun.ChildEntry) error {
 	created, updated := e.CreatedAt, e.UpdatedAt
 	e.CreatedAt, e.UpdatedAt = time.Time{}, time.Time{}
 	body, err := json.Marshal(&e)
-	if member, deep := tooDeep(body); deep {
-		err = fmt.Errorf("%s: %w", member, errTooDeep)
+	if member, deep := jsondepth.TooDeep(body); deep {
+		err = fmt.Errorf("%s: %w", member, jsondepth.ErrTooDeep)
 	}
 	var createdAt, updatedAt int64
 	if err == nil {
