@@ -334,3 +334,23 @@ func TestMemoryStoreRefusesValuesThatHoldThemselves(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, kids, "a refused child entry was stored")
 }
+
+// TestMemoryStoreRefusesMapsThatGrowTooLarge: a map that shares one map
+// many times (each level twice the one below, 2²⁵ values once copied) is
+// refused with ErrUnstorable, storing nothing, instead of being copied
+// into a tree of every path.
+func TestMemoryStoreRefusesMapsThatGrowTooLarge(t *testing.T) {
+	ctx := context.Background()
+	st := toolrun.NewMemoryStore()
+	require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t", CreatedAt: time.Now()}))
+	shared := map[string]any{"leaf": true}
+	for range 25 {
+		shared = map[string]any{"a": shared, "b": shared}
+	}
+	err := st.AppendMessages(ctx, "t", &toolrun.Message{ID: "m", Role: toolrun.RoleUser, Metadata: shared, CreatedAt: time.Now()})
+	require.ErrorIs(t, err, toolrun.ErrUnstorable)
+	assert.Contains(t, err.Error(), "metadata")
+	p, err := st.ListMessages(ctx, "t", toolrun.MessageQuery{})
+	require.NoError(t, err)
+	assert.Empty(t, p.Messages)
+}

@@ -24,6 +24,12 @@ import (
 // ends. It is safe for concurrent use; every value handed in or out is
 // copied. Its zero value is an empty store, ready to use.
 //
+// The maps of records are kept as the JSON values the Store contract
+// describes. Besides what every store refuses, it refuses one of more than
+// 2²⁰ values or 16 MiB of strings and keys, the bounds tools' values are
+// held to, which also stops a value that shares one map many times from
+// growing into a huge copy.
+//
 // Each thread has its own lock: work on different threads never waits on
 // one lock (the store-wide map from thread ids to threads is read without
 // locking once a thread exists). Reading messages costs the rows returned,
