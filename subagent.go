@@ -322,9 +322,26 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 	if err := rt.store.CreateThread(ctx, th); err != nil {
 		return Result{}, &StoreError{Op: "create subagent thread", Err: err}
 	}
+	entry, err := rt.setUpChild(ctx, ts, th, rel, instName, argMap, env, message, attachments)
+	if err != nil {
+		rt.abandonChild(ctx, th)
+		return Result{}, err
+	}
+	if rel.Blocking {
+		return rt.runBlocking(ctx, ts, entry)
+	}
+	rt.runBackground(ctx, entry)
+	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}, nil
+}
+
+// setUpChild gives a newly created child thread its env, its first
+// messages and its entry in the parent's registry.
+func (rt *Runtime) setUpChild(ctx context.Context, ts *turnState, th *Thread, rel *SubagentRelationship, instName string,
+	argMap map[string]any, env map[string]EnvValue, message string, attachments []any) (ChildEntry, error) {
+	root := ts.root()
 	for k, v := range env {
 		if err := rt.store.SetEnv(ctx, ScopeThread, th.ID, k, v); err != nil {
-			return Result{}, &StoreError{Op: "set subagent env", Err: err}
+			return ChildEntry{}, &StoreError{Op: "set subagent env", Err: err}
 		}
 	}
 	var initial []*Message
@@ -338,19 +355,28 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 	}
 	initial = append(initial, &Message{Role: RoleUser, Content: message, Attachments: copied, Side: "b"})
 	if err := rt.store.AppendMessages(ctx, th.ID, initial...); err != nil {
-		return Result{}, &StoreError{Op: "append subagent messages", Err: err}
+		return ChildEntry{}, &StoreError{Op: "append subagent messages", Err: err}
 	}
 	entry := ChildEntry{ParentID: ts.th.ID, Reference: th.ID, Relationship: rel.name(), Owner: root.sideKey, Agent: rel.Agent,
 		Name: instName, Description: rel.Description, Blocking: rel.Blocking, Hidden: rel.Hidden,
 		ParentCommunication: rel.ParentCommunication, Status: ChildRunning, InitialArguments: argMap}
 	if err := rt.store.PutChild(ctx, entry); err != nil {
-		return Result{}, &StoreError{Op: "put child entry", Err: err}
+		return ChildEntry{}, &StoreError{Op: "put child entry", Err: err}
 	}
-	if rel.Blocking {
-		return rt.runBlocking(ctx, ts, entry)
+	return entry, nil
+}
+
+// abandonChild terminates a child thread whose set-up failed, so that a
+// thread no registry entry points to takes no work. It runs even when ctx
+// has ended (that may be why the set-up failed); a failure leaves the
+// thread as it was, since the set-up's error is the one to report.
+func (rt *Runtime) abandonChild(ctx context.Context, th *Thread) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if cur, err := rt.store.GetThread(ctx, th.ID); err == nil && cur.TerminatedAt.IsZero() {
+		cur.TerminatedAt = time.Now().UTC()
+		_ = rt.store.UpdateThread(ctx, cur)
 	}
-	rt.runBackground(ctx, entry)
-	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}, nil
 }
 
 // roundTrip turns a Go value into the generic JSON form validators expect.

@@ -2,6 +2,7 @@ package toolrun_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -30,6 +31,12 @@ type topicArgs struct {
 // that run on their own scripted model.
 func newTeam(t *testing.T, env map[string]toolrun.EnvValue) *team {
 	t.Helper()
+	return newTeamOn(t, env, nil)
+}
+
+// newTeamOn is newTeam on the given store (nil: a new memory store).
+func newTeamOn(t *testing.T, env map[string]toolrun.EnvValue, st toolrun.Store) *team {
+	t.Helper()
 	tm := &team{lead: scripted.New(), child: scripted.New()}
 	reg := toolrun.NewRegistry(nil)
 	require.NoError(t, reg.Register(
@@ -52,7 +59,7 @@ func newTeam(t *testing.T, env map[string]toolrun.EnvValue) *team {
 			{Agent: "vault_keeper", As: "vault_with_key", ScopedEnv: []string{"VAULT"}},
 		}}, SideB: toolrun.Side{Human: true}},
 	))
-	tm.rt = toolrun.NewRuntime(reg, nil)
+	tm.rt = toolrun.NewRuntime(reg, &toolrun.RuntimeOptions{Store: st})
 	th, err := tm.rt.NewThread(context.Background(), "lead", &toolrun.ThreadOptions{Env: env})
 	require.NoError(t, err)
 	tm.thread = th.ID
@@ -462,4 +469,49 @@ func TestTerminateDuringTurnIsNotUndone(t *testing.T) {
 	got, err := rt.Store().GetThread(context.Background(), th.ID)
 	require.NoError(t, err)
 	assert.False(t, got.TerminatedAt.IsZero(), "Terminate was overwritten by the turn counter's UpdateThread")
+}
+
+// childFailingStore fails every PutChild and remembers the threads created.
+type childFailingStore struct {
+	*toolrun.MemoryStore
+	mu      sync.Mutex
+	created []string
+}
+
+func (s *childFailingStore) CreateThread(ctx context.Context, th *toolrun.Thread) error {
+	s.mu.Lock()
+	s.created = append(s.created, th.ID)
+	s.mu.Unlock()
+	return s.MemoryStore.CreateThread(ctx, th)
+}
+
+func (s *childFailingStore) PutChild(context.Context, toolrun.ChildEntry) error {
+	return errors.New("registry is read-only")
+}
+
+// A subagent whose set-up fails after its thread was created (here: the
+// parent's registry refuses the entry) leaves that thread terminated, so
+// no thread that nothing points to can take work; the call is stored as
+// an error naming the store's failure.
+func TestSubagentWhoseSetUpFailsLeavesItsThreadTerminated(t *testing.T) {
+	st := &childFailingStore{MemoryStore: toolrun.NewMemoryStore()}
+	tm := newTeamOn(t, nil, st)
+	tm.lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "bg_researcher", "message": "find X", "attachments": []any{}, "name": "r1", "arguments": map[string]any{"topic": "go"}})))
+	_, err := tm.rt.Send(context.Background(), tm.thread, "start")
+	require.ErrorContains(t, err, "registry is read-only")
+	ctx := context.Background()
+	st.mu.Lock()
+	created := append([]string(nil), st.created...)
+	st.mu.Unlock()
+	require.Len(t, created, 2, "the lead's thread and the child's")
+	child, err := st.GetThread(ctx, created[1])
+	require.NoError(t, err)
+	assert.Equal(t, tm.thread, child.ParentID)
+	assert.False(t, child.TerminatedAt.IsZero(), "the child thread no registry entry points to is left open")
+	page, err := st.ListMessages(ctx, tm.thread, toolrun.MessageQuery{})
+	require.NoError(t, err)
+	res := toolResults(page.Messages, "subagent_create")
+	require.Len(t, res, 1)
+	assert.Equal(t, toolrun.StatusError, res[0].ToolStatus)
+	assert.Contains(t, res[0].Content, "registry is read-only")
 }
