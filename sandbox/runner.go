@@ -811,7 +811,9 @@ func (r *Runner) StartMap(ctx context.Context, source string, m map[string]any) 
 // maxCallStackSize a positive integer. A value larger than its Options
 // field can hold is capped, as the field caps it: memoryLimitBytes at 1<<50
 // bytes, timeoutMs at the largest time.Duration (about 292 years) and
-// maxCallStackSize at math.MaxInt32.
+// maxCallStackSize at math.MaxInt32. A fraction is rounded up to the next
+// whole byte or nanosecond, so that a positive value never becomes zero,
+// which would mean the default.
 func OptionsFromMap(m map[string]any) (*Options, error) {
 	o := &Options{}
 	for _, k := range sortedKeys(m) {
@@ -894,15 +896,18 @@ func OptionsFromMap(m map[string]any) (*Options, error) {
 			if !ok || !(f > 0) || math.IsInf(f, 0) {
 				return nil, optionsError("memoryLimitBytes must be a positive finite number")
 			}
-			// Capped before the conversion, which would overflow.
-			o.MemoryLimitBytes = int64(min(f, maxMemoryLimit))
+			// Capped before the conversion, which would overflow, and
+			// rounded up: a fraction of a byte is a limit, not the default.
+			o.MemoryLimitBytes = int64(math.Ceil(min(f, maxMemoryLimit)))
 		case "timeoutMs":
 			f, ok := toFloat(v)
 			if !ok || !(f > 0) || math.IsInf(f, 0) {
 				return nil, optionsError("timeoutMs must be a positive finite number")
 			}
 			if d := f * float64(time.Millisecond); d < float64(math.MaxInt64) {
-				o.Timeout = time.Duration(d)
+				// Rounded up: a fraction of a nanosecond is a timeout, not
+				// the default.
+				o.Timeout = time.Duration(math.Ceil(d))
 			} else {
 				o.Timeout = math.MaxInt64 // the conversion would overflow
 			}

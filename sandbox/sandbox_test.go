@@ -643,6 +643,27 @@ func TestHugeMaxCallStackSizeIsTheSameLimitInBothModes(t *testing.T) {
 	})
 }
 
+// A positive fraction of a byte or a nanosecond is the smallest limit, not
+// zero, which means the default (for timeouts: none).
+func TestTinyNumericMapOptionsAreRoundedUp(t *testing.T) {
+	for _, c := range []struct {
+		m    map[string]any
+		want Options
+	}{
+		{map[string]any{"memoryLimitBytes": 0.5}, Options{MemoryLimitBytes: 1}},
+		{map[string]any{"memoryLimitBytes": 1e-300}, Options{MemoryLimitBytes: 1}},
+		{map[string]any{"memoryLimitBytes": 1024.25}, Options{MemoryLimitBytes: 1025}},
+		{map[string]any{"timeoutMs": 1e-7}, Options{Timeout: 1}},
+		{map[string]any{"timeoutMs": 1.5e-6}, Options{Timeout: 2}},
+		{map[string]any{"timeoutMs": 5e-324}, Options{Timeout: 1}},
+		{map[string]any{"timeoutMs": 250}, Options{Timeout: 250 * time.Millisecond}},
+	} {
+		o, err := OptionsFromMap(c.m)
+		require.NoError(t, err, "%v", c.m)
+		assert.Equal(t, c.want, *o, "%v", c.m)
+	}
+}
+
 func TestHugeNumericMapOptionsAreCapped(t *testing.T) {
 	for _, c := range []struct {
 		m    map[string]any
