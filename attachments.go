@@ -165,8 +165,9 @@ func attachmentExt(a Attachment) string {
 	return "bin"
 }
 
-// attachmentPaths reads one path or an array of paths, keeping only those
-// under /attachments/.
+// attachmentPaths reads one path or an array of paths, cleaned, keeping
+// only those under /attachments/. The prefix is checked on the cleaned
+// path, so "/attachments/../notes.md" is not kept.
 func attachmentPaths(v any) []string {
 	var in []any
 	switch x := v.(type) {
@@ -177,8 +178,10 @@ func attachmentPaths(v any) []string {
 	}
 	var out []string
 	for _, p := range in {
-		if s, ok := p.(string); ok && strings.HasPrefix(s, "/attachments/") {
-			out = append(out, CleanPath(s))
+		if s, ok := p.(string); ok {
+			if c := CleanPath(s); strings.HasPrefix(c, "/attachments/") {
+				out = append(out, c)
+			}
 		}
 	}
 	return out

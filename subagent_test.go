@@ -515,3 +515,32 @@ func TestSubagentWhoseSetUpFailsLeavesItsThreadTerminated(t *testing.T) {
 	assert.Equal(t, toolrun.StatusError, res[0].ToolStatus)
 	assert.Contains(t, res[0].Content, "registry is read-only")
 }
+
+// Only files under /attachments/ are given to a child: a path that leaves
+// the folder with ".." is dropped, not cleaned into another folder of the
+// parent's thread.
+func TestAttachmentPathsCannotLeaveTheAttachmentsFolder(t *testing.T) {
+	tm := newTeam(t, nil)
+	ctx := context.Background()
+	_, err := tm.rt.Store().WriteFile(ctx, tm.thread, toolrun.FileInfo{Path: "/notes/private.md", MimeType: "text/markdown", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("private"))
+	require.NoError(t, err)
+	_, err = tm.rt.Store().WriteFile(ctx, tm.thread, toolrun.FileInfo{Path: "/attachments/a.txt", MimeType: "text/plain", CreatedAt: fileTime(), UpdatedAt: fileTime()}, []byte("shared"))
+	require.NoError(t, err)
+	tm.lead.Add(scripted.Calls(
+		scripted.Call("subagent_create", map[string]any{"agent": "researcher", "message": "read it", "name": "r",
+			"attachments": []any{"/attachments/../notes/private.md", "/attachments/x/../../notes/private.md", "/attachments/x/../a.txt"}, "arguments": map[string]any{"topic": "t"}}),
+	), scripted.Text("done"))
+	tm.child.Add(scripted.Text("read"))
+	reply, err := tm.rt.Send(ctx, tm.thread, "go")
+	require.NoError(t, err)
+	created := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, created, 1)
+	ref := created[0].SubagentID
+	require.NotEmpty(t, ref, created[0].Content)
+	files, err := tm.rt.Store().ListFiles(ctx, ref, "/")
+	require.NoError(t, err)
+	require.Len(t, files, 1, "only the path that stays under /attachments/ is copied")
+	data, _, err := tm.rt.Store().ReadFile(ctx, ref, files[0].Path)
+	require.NoError(t, err)
+	assert.Equal(t, "shared", string(data))
+}
