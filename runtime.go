@@ -33,16 +33,26 @@ type RuntimeOptions struct {
 	// random id per Runtime.
 	Owner string
 	// MaxTotalSteps is the global ceiling of model requests in one
-	// execution (a Send and the turns it starts), sub-prompt requests
-	// included; 0 means 250, raised to the acting side's MaxSteps when that
-	// is bigger.
+	// execution: a Send (or Resume) and everything it starts, its turns,
+	// sub-prompts, subagents (blocking or not) and the parent turns their
+	// completions start; 0 means 250, raised to the acting side's MaxSteps
+	// when that is bigger. Agents that fan out to many subagents may need
+	// more.
 	MaxTotalSteps int
 	// MaxNesting bounds how deeply calls nest (ExecutorOptions.MaxNesting).
 	MaxNesting int
 	// MaxQueued bounds the calls QueueTool may add to the batch of one
 	// model response (ExecutorOptions.MaxQueued).
 	MaxQueued int
+	// MaxBackground bounds the background (non-blocking) subagents that run
+	// at once on the runtime, each with the parent turn its completion
+	// starts; past it subagent_create and subagent_message give the model
+	// an error result naming the limit. 0 means DefaultMaxBackground.
+	MaxBackground int
 }
+
+// DefaultMaxBackground is the bound of RuntimeOptions.MaxBackground.
+const DefaultMaxBackground = 256
 
 // Runtime runs agents on threads: a model answers, its tool calls run
 // through the executor, results go back to the model, sides take turns,
@@ -58,6 +68,7 @@ type Runtime struct {
 	store    records
 	log      *slog.Logger
 	maxTotal int
+	maxBg    int // RuntimeOptions.MaxBackground
 	turns    *keyedMutex
 	bg       *workCounter
 	locker   ThreadLocker // nil: one process owns the store
@@ -130,6 +141,9 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	if rt.maxTotal <= 0 {
 		rt.maxTotal = 250
 	}
+	if rt.maxBg = opts.MaxBackground; rt.maxBg <= 0 {
+		rt.maxBg = DefaultMaxBackground
+	}
 	if rt.owner == "" {
 		rt.owner = newID("runtime")
 	}
@@ -169,10 +183,15 @@ func newWorkCounter() *workCounter {
 	return w
 }
 
-func (w *workCounter) start() {
+// tryStart counts one more piece of work, unless limit pieces are running.
+func (w *workCounter) tryStart(limit int) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n >= limit {
+		return false
+	}
 	w.n++
-	w.mu.Unlock()
+	return true
 }
 
 func (w *workCounter) done() {

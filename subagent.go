@@ -3,6 +3,7 @@ package toolrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -272,6 +273,16 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 		// A blocking child runs inside this call, so chains of them nest.
 		return nestingResult(ToolSubagentCreate, level, rt.ex.maxNest), nil
 	}
+	// Background children start at nesting level 0, so a chain of them is
+	// bounded by the threads' own lineage.
+	depth, err := rt.lineageDepth(ctx, ts.th, rt.ex.maxNest)
+	if err != nil {
+		return Result{}, err
+	}
+	if depth >= rt.ex.maxNest {
+		return Result{Status: StatusError, ErrorCode: "max_nesting", ErrorData: map[string]any{"agent": rel.Agent, "limit": rt.ex.maxNest},
+			Error: fmt.Sprintf("Subagent %q was not created: its thread would be %d subagent levels below its root thread, past the limit of %d.", rel.name(), depth+1, rt.ex.maxNest)}, nil
+	}
 	// The arguments must satisfy the child's side-A prompt's RequiredSchema.
 	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
 		var v any = map[string]any{}
@@ -315,23 +326,57 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 			ErrorCode: "subagent_env_required", ErrorData: map[string]any{"required": toAnySlice(missing), "missing": toAnySlice(missing), "agent": rel.Agent}}, nil
 	}
 
+	if !rel.Blocking && !rt.bg.tryStart(rt.maxBg) {
+		return backgroundLimitResult(rel, rt.maxBg), nil
+	}
 	th := &Thread{ID: newID("thread"), AgentID: rel.Agent, ParentID: ts.th.ID, Tags: []string{"name:" + tagName(instName)}}
 	if len(argMap) > 0 {
 		th.Arguments = argMap
 	}
 	if err := rt.store.CreateThread(ctx, th); err != nil {
+		if !rel.Blocking {
+			rt.bg.done()
+		}
 		return Result{}, &StoreError{Op: "create subagent thread", Err: err}
 	}
 	entry, err := rt.setUpChild(ctx, ts, th, rel, instName, argMap, env, message, attachments)
 	if err != nil {
+		if !rel.Blocking {
+			rt.bg.done()
+		}
 		rt.abandonChild(ctx, th)
 		return Result{}, err
 	}
 	if rel.Blocking {
-		return rt.runBlocking(ctx, ts, entry)
+		return rt.runBlocking(withBudget(ctx, ts.total), ts, entry)
 	}
-	rt.runBackground(ctx, entry)
+	rt.runBackground(ctx, ts, entry)
 	return Result{Status: StatusSuccess, Result: "The subagent was initiated successfully. Reference: " + th.ID, SubagentID: th.ID}, nil
+}
+
+// backgroundLimitResult refuses a background subagent past
+// RuntimeOptions.MaxBackground.
+func backgroundLimitResult(rel *SubagentRelationship, limit int) Result {
+	return Result{Status: StatusError, ErrorCode: "max_background", ErrorData: map[string]any{"agent": rel.Agent, "limit": limit},
+		Error: fmt.Sprintf("Subagent %q was not created: %d background subagents are running, the most this runtime runs at once. Wait for one to finish.", rel.name(), limit)}
+}
+
+// lineageDepth counts the ancestors of th (its parent, the parent's parent
+// …), reading at most limit of them: a count of limit means limit or more.
+// A missing ancestor ends the count.
+func (rt *Runtime) lineageDepth(ctx context.Context, th *Thread, limit int) (int, error) {
+	depth := 0
+	for id := th.ParentID; id != "" && depth < limit; depth++ {
+		parent, err := rt.store.GetThread(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return depth + 1, nil
+		}
+		if err != nil {
+			return 0, &StoreError{Op: "load ancestor thread " + id, Err: err}
+		}
+		id = parent.ParentID
+	}
+	return depth, nil
 }
 
 // setUpChild gives a newly created child thread its env, its first
@@ -554,17 +599,20 @@ func (rt *Runtime) continueBlocking(ctx context.Context, ts *turnState, b *batch
 	}
 	entry.Status = ChildRunning
 	_ = rt.store.PutChild(ctx, entry)
-	return rt.runBlocking(ctx, ts, entry)
+	return rt.runBlocking(withBudget(ctx, ts.total), ts, entry)
 }
 
 // runBackground runs a non-blocking child; when it finishes, the parent is
-// told with a queued message that starts the parent's next turn.
-func (rt *Runtime) runBackground(ctx context.Context, entry ChildEntry) {
+// told with a queued message that starts the parent's next turn. The
+// caller holds one of the runtime's background slots (rt.bg.tryStart),
+// which the child's goroutine gives back. The child's turns and the
+// parent's turn its completion starts count their model requests against
+// the ceiling of ts's execution.
+func (rt *Runtime) runBackground(ctx context.Context, ts *turnState, entry ChildEntry) {
 	// Background work runs on a goroutine of its own: it starts again at
 	// nesting level 0.
-	bctx := withNesting(notHolding(context.WithoutCancel(ctx)), 0)
+	bctx := withBudget(withNesting(notHolding(context.WithoutCancel(ctx)), 0), ts.total)
 	rt = rt.base // the child and the parent's next turn acquire their own threads
-	rt.bg.start()
 	go func() {
 		defer rt.bg.done()
 		settled := false
@@ -637,14 +685,20 @@ func (rt *Runtime) messageSubagent(ctx context.Context, ts *turnState, b *batch,
 		_ = rt.store.PutChild(ctx, entry)
 		return Errorf("Subagent reference %q is not active.", ref), nil
 	}
+	if !rt.bg.tryStart(rt.maxBg) {
+		return Result{Status: StatusError, ErrorCode: "max_background", ErrorData: map[string]any{"referenceId": ref, "limit": rt.maxBg},
+			Error: fmt.Sprintf("Message not sent to subagent %s: %d background subagents are running, the most this runtime runs at once. Wait for one to finish.", ref, rt.maxBg)}, nil
+	}
 	if err := rt.deliver(ctx, ts.th.ID, ref, message, pathsOf(attachments)); err != nil {
+		rt.bg.done()
 		return Errorf("%v", err), nil
 	}
 	entry.Status = ChildRunning
 	if err := rt.store.PutChild(ctx, entry); err != nil {
+		rt.bg.done()
 		return Errorf("%v", err), nil
 	}
-	rt.runBackground(ctx, entry)
+	rt.runBackground(ctx, ts, entry)
 	return Result{Status: StatusSuccess, Result: "Message sent to subagent " + ref + ".", SubagentID: ref}, nil
 }
 

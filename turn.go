@@ -91,13 +91,33 @@ type turnResult struct {
 	failed  bool
 }
 
+// budgetKey carries, into the sessions of subagents, the count of model
+// requests of the execution that started them: everything one Send starts,
+// its subagents and the parent turns their completions start included,
+// shares the execution's ceiling.
+type budgetKey struct{}
+
+func withBudget(ctx context.Context, total *atomic.Int64) context.Context {
+	return context.WithValue(ctx, budgetKey{}, total)
+}
+
+// budgetOf returns the request count a session shares, or nil for a
+// session that starts an execution.
+func budgetOf(ctx context.Context) *atomic.Int64 {
+	total, _ := ctx.Value(budgetKey{}).(*atomic.Int64)
+	return total
+}
+
 // runSession runs side turns starting with side until a human side is
 // next, the session ends or a guard stops it. The thread's turn lock is held.
 // resume, when not nil, is a stored response whose calls the first turn
 // runs (resuming those with stored results) before its first request.
 func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, startSeq int64, resume *Message) (*Reply, error) {
 	reply := &Reply{ThreadID: th.ID}
-	var total atomic.Int64
+	total := budgetOf(ctx)
+	if total == nil {
+		total = new(atomic.Int64)
+	}
 	for {
 		agent, ok := rt.reg.Agent(th.AgentID)
 		if !ok {
@@ -111,7 +131,7 @@ func (rt *Runtime) runSession(ctx context.Context, th *Thread, side string, star
 			reply.StopReason = StopHuman
 			break
 		}
-		res, err := rt.runTurn(ctx, th, agent, s, side, &total, resume)
+		res, err := rt.runTurn(ctx, th, agent, s, side, total, resume)
 		resume = nil
 		if err != nil {
 			return reply, rt.collect(ctx, reply, startSeq, err)
