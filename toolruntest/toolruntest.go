@@ -109,8 +109,13 @@ type State struct {
 	ex    *toolrun.Executor
 	store *toolrun.MemoryStore
 
-	mu       sync.Mutex
-	calls    int
+	mu    sync.Mutex
+	calls int
+	// taken holds the call ids the thread's messages name (results, calls
+	// of assistant messages, queued calls) up to Seq seen, and the ids
+	// Call gave.
+	taken    map[string]bool
+	seen     int64
 	queued   []toolrun.ToolCall
 	invoked  []Invocation
 	emitted  []toolrun.Event
@@ -193,13 +198,15 @@ func NewState(t testing.TB, opts *Options) *State {
 // call — registering the tool with the State's registry on its first call —
 // and returns what production returns and stores. A tool that cannot be
 // registered fails t.
+//
+// The calls of a State run under the ids toolruntest_call_1,
+// toolruntest_call_2 … (Result.Message.ToolCallID), skipping any id the
+// thread's messages already name: a seeded tool result is never taken for
+// the call's own, so the tool always runs.
 func Call(t testing.TB, tool toolrun.Tool, st *State, args string) Result {
 	t.Helper()
 	name := st.register(t, tool)
-	st.mu.Lock()
-	st.calls++
-	id := fmt.Sprintf("call_%d", st.calls)
-	st.mu.Unlock()
+	id := st.callID(t)
 	outs, err := st.ex.Run(observe.With(context.Background(), (*observer)(st)), st.id, []toolrun.ToolCall{{ID: id, Name: name, Arguments: args}})
 	if len(outs) == 0 {
 		t.Fatalf("toolruntest: the call of %s stored no result: %v", name, err)
@@ -207,6 +214,43 @@ func Call(t testing.TB, tool toolrun.Tool, st *State, args string) Result {
 	r, m := outs[0].Result, *outs[0].Message
 	return Result{Status: r.Status, Result: r.Result, Error: r.Error, Content: m.Content, ErrorCode: r.ErrorCode, ErrorData: r.ErrorData,
 		Refs: m.Attachments, Message: m, Outcomes: outs, Err: err}
+}
+
+// callID returns the id of the next call: "toolruntest_call_" and the
+// number of calls so far, counted on past every id the thread's messages
+// already name. The executor would take a stored result with the id for the
+// call's own (a resumed call) and not run the tool, so Call never reuses
+// an id of the seeded history, of an earlier call or of a message stored
+// since.
+func (s *State) callID(t testing.TB) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	page, err := s.store.ListMessages(context.Background(), s.id, toolrun.MessageQuery{Order: toolrun.OrderAsc, IncludeSilent: true, MaxDepth: -1, After: s.seen})
+	if err != nil {
+		t.Fatalf("toolruntest: reading the thread's messages: %v", err)
+	}
+	if s.taken == nil {
+		s.taken = map[string]bool{}
+	}
+	for _, m := range page.Messages {
+		s.seen = max(s.seen, m.Seq)
+		s.taken[m.ToolCallID] = true
+		for _, c := range m.ToolCalls {
+			s.taken[c.ID] = true
+		}
+		for _, c := range m.QueuedCalls {
+			s.taken[c.ID] = true
+		}
+	}
+	for {
+		s.calls++
+		id := fmt.Sprintf("toolruntest_call_%d", s.calls)
+		if !s.taken[id] {
+			s.taken[id] = true
+			return id
+		}
+	}
 }
 
 // register registers tool unless it is registered already, and returns
