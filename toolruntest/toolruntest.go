@@ -59,7 +59,8 @@ type Options struct {
 	// Files maps paths to contents; MIME type application/octet-stream.
 	Files map[string][]byte
 	// Tools are registered beside the tools given to Call: what InvokeTool
-	// and queued calls can run.
+	// and queued calls can run. A tool given to Call may be one of them,
+	// but not another tool of the same name as one of them.
 	Tools []toolrun.Tool
 	// CodeRunner runs RunCode; nil answers every run with a link_error.
 	CodeRunner toolrun.CodeRunner
@@ -114,8 +115,10 @@ type State struct {
 	// taken holds the call ids the thread's messages name (results, calls
 	// of assistant messages, queued calls) up to Seq seen, and the ids
 	// Call gave.
-	taken    map[string]bool
-	seen     int64
+	taken map[string]bool
+	seen  int64
+	// tools are the tools registered, by name, and where each came from.
+	tools    map[string]registered
 	queued   []toolrun.ToolCall
 	invoked  []Invocation
 	emitted  []toolrun.Event
@@ -185,6 +188,14 @@ func NewState(t testing.TB, opts *Options) *State {
 			t.Fatalf("toolruntest: %v", err)
 		}
 	}
+	s.tools = make(map[string]registered, len(opts.Tools))
+	for i, tool := range opts.Tools {
+		name, err := describe(tool)
+		if err != nil {
+			t.Fatalf("toolruntest: %v", err)
+		}
+		s.tools[name] = registered{tool, fmt.Sprintf("Options.Tools[%d]", i)}
+	}
 	s.ex = toolrun.NewExecutor(s.reg, &toolrun.ExecutorOptions{Store: s.store, CodeRunner: opts.CodeRunner})
 	st, err := s.ex.State(observe.With(ctx, (*observer)(s)), s.id)
 	if err != nil {
@@ -203,6 +214,12 @@ func NewState(t testing.TB, opts *Options) *State {
 // toolruntest_call_2 … (Result.Message.ToolCallID), skipping any id the
 // thread's messages already name: a seeded tool result is never taken for
 // the call's own, so the tool always runs.
+//
+// Call runs the tool it is given, never another of the same name. A
+// registry holds one tool per name, so a State runs one tool of each name:
+// Call given a tool other than the one of its name registered before (in
+// Options.Tools or by an earlier Call) fails t, naming the clash. Give each
+// variant of a tool a State of its own.
 func Call(t testing.TB, tool toolrun.Tool, st *State, args string) Result {
 	t.Helper()
 	name := st.register(t, tool)
@@ -253,21 +270,33 @@ func (s *State) callID(t testing.TB) string {
 	}
 }
 
+// registered is a tool of the State's registry and where it came from.
+type registered struct {
+	tool toolrun.Tool
+	from string
+}
+
 // register registers tool unless it is registered already, and returns
-// its name.
+// its name. Another tool registered under its name fails t.
 func (s *State) register(t testing.TB, tool toolrun.Tool) string {
 	t.Helper()
-	info, err := describe(tool)
+	name, err := describe(tool)
 	if err != nil {
 		t.Fatalf("toolruntest: %v", err)
 	}
-	if _, ok := s.reg.Tool(info); ok {
-		return info
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.tools[name]; ok {
+		if old.tool == tool {
+			return name
+		}
+		t.Fatalf("toolruntest: Call was given a tool named %q, but the State already runs another tool of that name (from %s), which would answer instead: a State runs one tool of each name, so give each variant a State of its own", name, old.from)
 	}
 	if err := s.reg.Register(tool); err != nil {
 		t.Fatalf("toolruntest: %v", err)
 	}
-	return info
+	s.tools[name] = registered{tool, "an earlier Call"}
+	return name
 }
 
 // describe returns a tool's name: the Name field every tool type

@@ -2,6 +2,8 @@ package toolruntest_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -61,4 +63,73 @@ func TestCallIDsSkipIdsTheThreadNames(t *testing.T) {
 	assert.Equal(t, 2, runs, "both calls ran")
 	assert.Equal(t, "pong", second.Result)
 	assert.False(t, first.Outcomes[0].Resumed || second.Outcomes[0].Resumed)
+}
+
+// fatalT records the first Fatalf and ends the goroutine, as testing.T's
+// Fatalf does; everything else goes to the test's T.
+type fatalT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalT) Helper() {}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// callFatal runs Call on a goroutine of its own with a fatalT, and returns
+// the message it failed with ("" when it returned) and its result.
+func callFatal(t *testing.T, tool toolrun.Tool, st *toolruntest.State) (string, toolruntest.Result) {
+	ft := &fatalT{TB: t}
+	var res toolruntest.Result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res = toolruntest.Call(ft, tool, st, `{}`)
+	}()
+	<-done
+	return ft.msg, res
+}
+
+// TestCallRefusesAnotherToolOfARegisteredName: the tool given to Call is
+// the one under test. A registry holds one tool per name, so when the
+// State already has another tool of that name — a fake in Options.Tools,
+// an earlier variant given to Call — Call fails the test naming the clash
+// instead of letting the other tool answer.
+func TestCallRefusesAnotherToolOfARegisteredName(t *testing.T) {
+	fakeRuns, realRuns := 0, 0
+	fake := counted("greet", "fake from Options.Tools", &fakeRuns)
+	underTest := counted("greet", "the tool under test", &realRuns)
+
+	st := toolruntest.NewState(t, &toolruntest.Options{Tools: []toolrun.Tool{notify, fake}})
+	msg, res := callFatal(t, underTest, st)
+	assert.Contains(t, msg, `"greet"`, "the clash is named (result %q)", res.Result)
+	assert.Contains(t, msg, "Options.Tools[1]")
+	assert.Zero(t, fakeRuns, "the other tool did not answer")
+	assert.Zero(t, realRuns)
+
+	st = toolruntest.NewState(t, nil)
+	msg, _ = callFatal(t, fake, st)
+	require.Empty(t, msg)
+	msg, res = callFatal(t, underTest, st)
+	assert.Contains(t, msg, `"greet"`, "the clash is named (result %q)", res.Result)
+	assert.Contains(t, msg, "an earlier Call")
+	assert.Equal(t, 1, fakeRuns, "only the first Call ran its tool")
+	assert.Zero(t, realRuns)
+}
+
+// TestCallRunsTheSameToolAgain: the tool given to Call may also be in
+// Options.Tools, and may be called again: it is the same tool, no clash.
+func TestCallRunsTheSameToolAgain(t *testing.T) {
+	runs := 0
+	ping := counted("ping", "pong", &runs)
+	st := toolruntest.NewState(t, &toolruntest.Options{Tools: []toolrun.Tool{ping}})
+	for range 2 {
+		msg, res := callFatal(t, ping, st)
+		require.Empty(t, msg)
+		assert.Equal(t, "pong", res.Result)
+	}
+	assert.Equal(t, 2, runs)
 }
