@@ -98,7 +98,10 @@ type Result struct {
 }
 
 // State is a thread run by a real Executor over a MemoryStore. As a
-// ThreadState it is the production one outside a run (Executor.State). It
+// ThreadState it is the production one outside a run (Executor.State),
+// except that it reads the thread's env as it is at each method call, not
+// once: after a call, Env returns the values the tool set, and the secrets
+// among them are redacted from what it emits, injects and invokes. It
 // records what tools do through it and in calls. It is safe for concurrent
 // use.
 type State struct {
@@ -201,8 +204,72 @@ func NewState(t testing.TB, opts *Options) *State {
 	if err != nil {
 		t.Fatalf("toolruntest: %v", err)
 	}
-	s.ThreadState = st
+	s.ThreadState = current{st, s}
 	return s
+}
+
+// current is the ThreadState of a State. The production state outside a
+// run reads the thread's env once, when it is made, as a request handler
+// gets it; a State outlives many calls, whose tools set env values. So
+// each method that reads the env runs on the production state of the
+// thread as it is now: it sees the values tools set since NewState and
+// redacts the secrets among them. The rest is the state NewState made.
+type current struct {
+	toolrun.ThreadState
+	s *State
+}
+
+// now returns the production state of the thread as it is now.
+func (c current) now(ctx context.Context) (toolrun.ThreadState, error) {
+	return c.s.ex.State(observe.With(ctx, (*observer)(c.s)), c.s.id)
+}
+
+func (c current) Env(ctx context.Context, name string) (string, error) {
+	st, err := c.now(ctx)
+	if err != nil {
+		return "", err
+	}
+	return st.Env(ctx, name)
+}
+
+func (c current) EnvType(ctx context.Context, name string) (toolrun.VarType, error) {
+	st, err := c.now(ctx)
+	if err != nil {
+		return "", err
+	}
+	return st.EnvType(ctx, name)
+}
+
+func (c current) SetEnv(ctx context.Context, name, value string, t toolrun.VarType) error {
+	st, err := c.now(ctx)
+	if err != nil {
+		return err
+	}
+	return st.SetEnv(ctx, name, value, t)
+}
+
+func (c current) InvokeTool(ctx context.Context, name string, args any) toolrun.Result {
+	st, err := c.now(ctx)
+	if err != nil {
+		return toolrun.Errorf("toolruntest: invoke %s: %v", name, err)
+	}
+	return st.InvokeTool(ctx, name, args)
+}
+
+func (c current) InjectMessage(ctx context.Context, m toolrun.Message) error {
+	st, err := c.now(ctx)
+	if err != nil {
+		return err
+	}
+	return st.InjectMessage(ctx, m)
+}
+
+func (c current) Emit(event string, data any) {
+	st, err := c.now(context.Background())
+	if err != nil {
+		st = c.ThreadState // the event is sent, redacted as best it can be
+	}
+	st.Emit(event, data)
 }
 
 // Call runs tool with the argument text args as production runs a model's
