@@ -330,7 +330,9 @@ func (rt *Runtime) send(ctx context.Context, threadID string, m *Message) (*Repl
 // turn's next model requests, then the turns after it, as Send would. A
 // thread whose last message is the human side's gets its agent's turn; a
 // thread waiting for the human returns at once, with StopReason StopHuman
-// and no messages.
+// and no messages. A message a tool injected (ThreadState.InjectMessage) is
+// neither the human's nor the end of a turn: when it is last because the
+// injecting call's result was not stored, Resume finishes that call's turn.
 //
 // Resume does not undo a deliberate stop: a turn that a tool ended with
 // Execution.Stop is over, and Resume returns at once, with StopReason
@@ -358,7 +360,22 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 		}
 		last := &p.Messages[0]
 		side := sideOf(last)
+		partWay := false
+		if side == "" {
+			// A row without a side was injected by a tool: it does not say
+			// where the turn stopped, the newest row with a side does. Rows
+			// injected while a turn ran part-way (before the injecting
+			// call's result was stored) resume that turn.
+			anchor, err := rt.newestWithSide(ctx, threadID, p)
+			if err != nil {
+				return nil, err
+			}
+			if anchor != nil && !endsTurn(anchor) {
+				side, partWay = sideOf(anchor), true
+			}
+		}
 		switch {
+		case partWay:
 		case last.Role == RoleUser && side != "a":
 			// The human side (or a child's report) spoke last: the agent's turn.
 			return rt.runSession(ctx, th, "a", startSeq, nil)
@@ -413,6 +430,33 @@ func (rt *Runtime) Resume(ctx context.Context, threadID string) (*Reply, error) 
 		}
 		return rt.runSession(ctx, th, side, startSeq, resp)
 	})
+}
+
+// endsTurn reports a row after which a side's turn is over: a user message
+// of the human side (or a child's report), which the agent answers, or a
+// response without calls, after which the other side is next.
+func endsTurn(m *Message) bool {
+	return m.Role == RoleUser && sideOf(m) != "a" || m.Role == RoleAssistant && len(m.ToolCalls) == 0
+}
+
+// newestWithSide returns the thread's newest row that has a side, reading
+// on from first (the newest page, newest first), or nil if no row has one.
+func (rt *Runtime) newestWithSide(ctx context.Context, threadID string, first MessagePage) (*Message, error) {
+	for p, offset := first, 0; ; {
+		for i := range p.Messages {
+			if sideOf(&p.Messages[i]) != "" {
+				return &p.Messages[i], nil
+			}
+		}
+		if !p.HasMore {
+			return nil, nil
+		}
+		offset += len(p.Messages)
+		var err error
+		if p, err = rt.store.ListMessages(ctx, threadID, MessageQuery{Limit: resumeWindow, Offset: offset, Order: OrderDesc, IncludeSilent: true}); err != nil {
+			return nil, &StoreError{Op: "list messages", Err: err}
+		}
+	}
 }
 
 // resumeWindow is how many of the latest messages Resume reads to find
