@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
@@ -30,6 +31,15 @@ type Window struct {
 	// drop, rewrite or summarise them. threadID is the thread's. A Filter
 	// that fails ends the turn with its error, as a failed model request
 	// does; one that panics ends it with an error saying so.
+	//
+	// What a Filter returns is paired as the window is before it is sent,
+	// because providers refuse a request that parts a tool call from its
+	// result: each assistant message's calls are followed at once by their
+	// results (taken from anywhere in what the Filter returned, each sent
+	// once), a call without one by a failed result saying it is missing,
+	// and results of calls not sent are dropped. A Filter that keeps the
+	// newest messages by count can thus cut a group without breaking the
+	// request.
 	Filter func(ctx context.Context, threadID string, history []Message) ([]Message, error)
 }
 
@@ -418,5 +428,69 @@ func (rt *Runtime) filterHistory(ctx context.Context, ts *turnState, msgs []Mess
 	if err != nil {
 		return nil, fmt.Errorf("toolrun: prompt %s: history filter: %w", ts.prompt.Name, err)
 	}
+	if !paired(out) {
+		out = pair(out)
+	}
 	return out, nil
+}
+
+// paired reports that every assistant message of msgs with tool calls is
+// followed at once by the results of its calls, in their order, and that
+// no other message is a tool result: what the view makes, and what a
+// provider accepts.
+func paired(msgs []Message) bool {
+	for i := 0; i < len(msgs); i++ {
+		m := &msgs[i]
+		if m.Role == RoleTool {
+			return false // a result not right after its call
+		}
+		if m.Role != RoleAssistant {
+			continue
+		}
+		for _, c := range m.ToolCalls {
+			if i+1 >= len(msgs) || msgs[i+1].Role != RoleTool || msgs[i+1].ToolCallID != c.ID {
+				return false
+			}
+			i++
+		}
+	}
+	return true
+}
+
+// pair returns msgs with each assistant message's calls followed by their
+// results, wherever in msgs those are (a result goes with the first call of
+// its id, once), or by a failed result saying it is missing, as the view
+// shows a call whose result is not stored; tool results of no call in msgs
+// are dropped.
+func pair(msgs []Message) []Message {
+	results := make(map[string]*Message)
+	for i := range msgs {
+		if m := &msgs[i]; m.Role == RoleTool && m.ToolCallID != "" {
+			if _, dup := results[m.ToolCallID]; !dup {
+				results[m.ToolCallID] = m
+			}
+		}
+	}
+	out := make([]Message, 0, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		switch {
+		case m.Role == RoleTool:
+			// Sent after its call, or not at all.
+		case m.Role == RoleAssistant && len(m.ToolCalls) > 0:
+			out = append(out, *m)
+			for _, c := range m.ToolCalls {
+				if r := results[c.ID]; r != nil {
+					out = append(out, *r)
+					delete(results, c.ID)
+					continue
+				}
+				out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
+					Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+			}
+		default:
+			out = append(out, *m)
+		}
+	}
+	return out
 }
