@@ -12,7 +12,8 @@ import (
 )
 
 // Window bounds the chat history a prompt's requests carry. The zero value
-// sends the whole history.
+// sends the whole history. A negative limit is refused when the prompt is
+// registered: it would be read as no limit.
 //
 // The window keeps the newest messages, as the model would see them, that
 // fit both limits: whole groups, so an assistant message with tool calls

@@ -381,6 +381,9 @@ func (r *Registry) prepare(e *entry) error {
 				return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("tools entry %d (%s): Optional needs an env flag name", i, t.promptToolName())}
 			}
 		}
+		if err := checkLimits(e.name, limit{"History.Messages", d.History.Messages}, limit{"History.Tokens", d.History.Tokens}); err != nil {
+			return err
+		}
 		s, err := compileRequiredSchema(e.name, d.RequiredSchema)
 		if err != nil {
 			return &RegistrationError{Name: e.name, Reason: "RequiredSchema: " + err.Error()}
@@ -389,6 +392,9 @@ func (r *Registry) prepare(e *entry) error {
 		d.args = schema.NewArgs(s, nil)
 		return nil
 	case *Agent:
+		if err := checkLimits(e.name, limit{"MaxSessionTurns", d.MaxSessionTurns}); err != nil {
+			return err
+		}
 		for _, side := range []struct {
 			name string
 			s    *Side
@@ -396,11 +402,17 @@ func (r *Registry) prepare(e *entry) error {
 			if side.s.Human == (side.s.Prompt != "") {
 				return &RegistrationError{Name: e.name, Reason: side.name + " must be either Human or backed by a Prompt"}
 			}
+			if err := checkLimits(e.name, limit{side.name + ".MaxSteps", side.s.MaxSteps}); err != nil {
+				return err
+			}
 			seen := map[string]bool{}
-			for _, rel := range side.s.Subagents {
+			for i, rel := range side.s.Subagents {
 				n := rel.name()
 				if n == "" {
 					return &RegistrationError{Name: e.name, Reason: side.name + ": a subagent relationship has no Agent"}
+				}
+				if err := checkLimits(e.name, limit{fmt.Sprintf("%s.Subagents[%d] (%s).MaxInstances", side.name, i, n), rel.MaxInstances}); err != nil {
+					return err
 				}
 				if isReserved(n) || strings.HasPrefix(n, ProviderPrefix) {
 					return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("%s: relationship name %q is reserved", side.name, n)}
@@ -419,6 +431,25 @@ func (r *Registry) prepare(e *entry) error {
 		return nil
 	}
 	return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("unsupported definition type %T", e.def)}
+}
+
+// limit is a count field of a definition, by its name in the definition,
+// and its value.
+type limit struct {
+	field string
+	value int
+}
+
+// checkLimits refuses a negative limit of definition name: every count
+// limit reads 0 as "no limit", and a negative one would be read the same,
+// silently lifting the bound its author meant to set.
+func checkLimits(name string, limits ...limit) error {
+	for _, l := range limits {
+		if l.value < 0 {
+			return &RegistrationError{Name: name, Reason: fmt.Sprintf("%s is %d: a limit cannot be negative (0 means no limit)", l.field, l.value)}
+		}
+	}
+	return nil
 }
 
 // definitionKind names the kind of a non-tool definition.
