@@ -12,7 +12,7 @@ type Agent struct {
 	SideA Side
 	SideB Side
 	// MaxSessionTurns ends the session after this many side turns; 0 means
-	// no limit.
+	// no limit, and a negative value is refused at registration.
 	MaxSessionTurns int
 	// ExposeAsTool lets prompts list the agent in Tools (a handoff) and
 	// relationships name it (a subagent).
@@ -42,7 +42,8 @@ type Side struct {
 	StopTool                 string
 	StopToolResponseProperty string
 	// MaxSteps caps the model requests of one turn; 0 means no cap (the
-	// runtime's global ceiling still applies).
+	// runtime's global ceiling still applies), and a negative value is
+	// refused at registration.
 	MaxSteps int
 	// SessionStop, SessionFail and SessionStatus bind tools that end the
 	// session successfully, end it as failed, or report status to the parent.
@@ -80,7 +81,8 @@ type SubagentRelationship struct {
 	// reports to the parent when done.
 	Blocking bool
 	// MaxInstances caps the live (not terminated) children of this
-	// relationship; 0 means no cap.
+	// relationship; 0 means no cap, and a negative value is refused at
+	// registration.
 	MaxInstances int
 	Description  string
 	// Hidden relationships are not offered to subagent_create's enum.
