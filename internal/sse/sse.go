@@ -2,7 +2,9 @@
 // OpenAI-compatible and Anthropic streaming APIs send it.
 //
 // It follows the event-stream parsing rules of the HTML standard, except
-// that a lone "\r" is not a line end (lines end in "\n" or "\r\n"). Lines
+// that a lone "\r" is not a line end (lines end in "\n" or "\r\n"). One
+// UTF-8 byte order mark at the very start of the body is skipped, as the
+// standard says; anywhere else it is part of the text. Lines
 // starting with ":" are comments (OpenRouter's ": OPENROUTER PROCESSING"
 // keep-alives) and are skipped; "data:" lines of
 // one event are joined with "\n"; a blank line ends the event. Unlike a
@@ -48,6 +50,7 @@ type Reader struct {
 	event   []byte
 	id      []byte
 	hasData bool
+	started bool // a line was read: a byte order mark is no longer skipped
 	err     error
 }
 
@@ -123,9 +126,24 @@ func (r *Reader) dispatch(terminated bool) Event {
 	return Event{Event: string(r.event), Data: r.data, ID: string(r.id), Terminated: terminated}
 }
 
-// readLine returns the next line without its terminator. The returned slice
-// is valid until the next call.
+// bom is the UTF-8 encoding of U+FEFF, the byte order mark.
+var bom = []byte("\xef\xbb\xbf")
+
+// readLine returns the next line without its terminator, and without the
+// byte order mark the first line of the body may start with. The returned
+// slice is valid until the next call.
 func (r *Reader) readLine() ([]byte, error) {
+	line, err := r.nextLine()
+	if !r.started && err == nil {
+		r.started = true
+		line = bytes.TrimPrefix(line, bom)
+	}
+	return line, err
+}
+
+// nextLine returns the next line without its terminator. The returned slice
+// is valid until the next call.
+func (r *Reader) nextLine() ([]byte, error) {
 	r.line = r.line[:0]
 	for {
 		frag, err := r.br.ReadSlice('\n')

@@ -87,3 +87,15 @@ func TestReaderPassesReadErrors(t *testing.T) {
 	_, err = r.Next()
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF, "the error sticks")
 }
+
+func TestReaderSkipsOneLeadingByteOrderMark(t *testing.T) {
+	evs, err := readAll(t, "\ufeffdata: first\n\ndata: second\n\n", 0)
+	require.NoError(t, err)
+	assert.Equal(t, []got{{"", "first", "", true}, {"", "second", "", true}}, evs,
+		"a byte order mark before the first field is not part of its name")
+
+	evs, err = readAll(t, "\ufeff\ufeffdata: first\n\ndata: \ufeffsecond\n\n\ufeffdata: third\n\n", 0)
+	require.NoError(t, err)
+	assert.Equal(t, []got{{"", "\ufeffsecond", "", true}}, evs,
+		"only one mark, and only at the start of the body, is skipped")
+}
