@@ -145,16 +145,20 @@ func (c *content) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &parts); err != nil {
 			return err
 		}
+		// The parts are joined in one pass: adding each to a string would
+		// copy all the text before it, quadratic in the number of parts.
+		var text, reasoning strings.Builder
 		for _, p := range parts {
 			switch p.Type {
 			case "text":
-				c.text += p.Text
+				text.WriteString(p.Text)
 			case "thinking":
 				for _, t := range p.Thinking {
-					c.reasoning += t.Text
+					reasoning.WriteString(t.Text)
 				}
 			}
 		}
+		c.text, c.reasoning = text.String(), reasoning.String()
 	}
 	return nil
 }
