@@ -227,6 +227,25 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 	return yielded, false, err
 }
 
+// MaxResponse is the size limit of a whole (non-streamed) response body.
+const MaxResponse = 64 << 20
+
+// ReadResponse reads a whole (non-streamed) response body. A body larger
+// than MaxResponse is an "invalid_response" *toolrun.ProviderError that
+// says so, and a read error a retryable one of Code "network".
+func ReadResponse(provider string, body io.Reader) ([]byte, error) {
+	// One byte past the limit shows whether the body goes on.
+	b, err := io.ReadAll(io.LimitReader(body, MaxResponse+1))
+	if err != nil {
+		return nil, &toolrun.ProviderError{Provider: provider, Code: "network", Retryable: true, Message: err.Error(), Err: err}
+	}
+	if len(b) > MaxResponse {
+		return nil, &toolrun.ProviderError{Provider: provider, Code: "invalid_response",
+			Message: fmt.Sprintf("response larger than %d MiB", MaxResponse>>20)}
+	}
+	return b, nil
+}
+
 // IdleReader wraps a reader and calls onIdle when no Read has returned
 // for its duration. Call Stop when done with it.
 type IdleReader struct {

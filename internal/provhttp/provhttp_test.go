@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 	"unicode/utf8"
 
@@ -391,4 +392,31 @@ func TestAttemptStatusAndContentType(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	assert.Equal(t, "invalid_response", pe.Code)
 	assert.Contains(t, pe.Message, `"text/html"`)
+}
+
+func TestReadResponseLimit(t *testing.T) {
+	x := strings.NewReader(strings.Repeat("x", 1<<10))
+	b, err := ReadResponse("p", io.MultiReader(x, io.LimitReader(zeros{}, MaxResponse-1<<10)))
+	require.NoError(t, err, "a body of exactly MaxResponse bytes is read")
+	assert.Len(t, b, MaxResponse)
+
+	_, err = ReadResponse("p", io.LimitReader(zeros{}, MaxResponse+1))
+	var pe *toolrun.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_response", pe.Code)
+	assert.Equal(t, "response larger than 64 MiB", pe.Message)
+
+	_, err = ReadResponse("p", iotest.ErrReader(io.ErrUnexpectedEOF))
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "network", pe.Code)
+	assert.True(t, pe.Retryable)
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) {
+	clear(b)
+	return len(b), nil
 }

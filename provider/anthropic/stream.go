@@ -368,11 +368,12 @@ func (s *streamState) emitServerResult(cb *wireBlockOut) error {
 	return s.emit(toolrun.Chunk{Type: toolrun.ChunkProviderTool, ProviderTool: pt})
 }
 
-// parseMessage handles a whole (non-streamed) Messages API response.
+// parseMessage handles a whole (non-streamed) Messages API response, of
+// at most provhttp.MaxResponse bytes.
 func parseMessage(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error {
-	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	b, err := provhttp.ReadResponse(provider, body)
 	if err != nil {
-		return &toolrun.ProviderError{Provider: provider, Code: "network", Retryable: true, Message: err.Error(), Err: err}
+		return err
 	}
 	var m struct {
 		Type string `json:"type"`

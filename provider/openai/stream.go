@@ -588,11 +588,12 @@ func noStop(err error) error {
 }
 
 // parseCompletion handles a whole (non-streamed) chat.completion body, as
-// servers that ignore "stream": true send it.
+// servers that ignore "stream": true send it, of at most
+// provhttp.MaxResponse bytes.
 func parseCompletion(provider string, body io.Reader, yield func(toolrun.Chunk) bool) error {
-	b, err := io.ReadAll(io.LimitReader(body, 64<<20))
+	b, err := provhttp.ReadResponse(provider, body)
 	if err != nil {
-		return &toolrun.ProviderError{Provider: provider, Code: "network", Retryable: true, Message: err.Error(), Err: err}
+		return err
 	}
 	b = bytes.TrimSpace(b) // OpenRouter may send whitespace before the body
 	var ch wireChunk

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"bytes"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/internal/provhttp"
 )
 
 // A delta whose "content" is an array of many small parts (as Mistral
@@ -53,4 +55,26 @@ func TestManyContentPartsCostMemoryInProportionToTheirSize(t *testing.T) {
 	// here); one pass allocates a small multiple of the body.
 	alloc := after.TotalAlloc - before.TotalAlloc
 	assert.Less(t, alloc, 32*uint64(len(body)), "bytes allocated to parse a %d-byte body", len(body))
+}
+
+// fill is an endless reader of 'x' bytes.
+type fill struct{}
+
+func (fill) Read(b []byte) (int, error) {
+	for i := range b {
+		b[i] = 'x'
+	}
+	return len(b), nil
+}
+
+// A whole completion larger than the limit is reported as too large, not
+// as a body that is not JSON.
+func TestOversizedCompletionIsReportedAsTooLarge(t *testing.T) {
+	body := io.MultiReader(strings.NewReader(`{"choices":[{"index":0,"message":{"content":"`),
+		io.LimitReader(fill{}, provhttp.MaxResponse), strings.NewReader(`"},"finish_reason":"stop"}]}`))
+	err := parseCompletion("openai", body, func(toolrun.Chunk) bool { return true })
+	var pe *toolrun.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "invalid_response", pe.Code)
+	assert.Equal(t, "response larger than 64 MiB", pe.Message)
 }
