@@ -149,7 +149,8 @@ type Attempt struct {
 	// and Accept, which Do sets).
 	Header func(http.Header)
 	// IdleTimeout, when positive, ends a response that sends nothing for
-	// this long with a retryable error of Code "stream_timeout".
+	// this long with a retryable error of Code "stream_timeout". It
+	// covers the body of an error status too.
 	IdleTimeout time.Duration
 	// Error turns a response with a status of 300 or more into an error.
 	Error func(provider string, resp *http.Response) *toolrun.ProviderError
@@ -185,8 +186,28 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 		return false, false, &toolrun.ProviderError{Provider: a.Provider, Code: "network", Message: err.Error(), Retryable: true, Err: err}
 	}
 	defer resp.Body.Close()
+	// The idle timer covers every read of the body, an error body too: a
+	// server that sends the headers and then stalls is cut off either way.
+	rb := &watchedBody{r: resp.Body, c: resp.Body}
+	if a.IdleTimeout > 0 {
+		ir := NewIdleReader(resp.Body, a.IdleTimeout, func() { cancel(ErrIdle) })
+		defer ir.Stop()
+		rb.r = ir
+	}
+	resp.Body = rb
+	timedOut := func() *toolrun.ProviderError {
+		return &toolrun.ProviderError{Provider: a.Provider, Code: "stream_timeout", Retryable: true,
+			Message: fmt.Sprintf("no data from the server for %s", a.IdleTimeout), Err: ErrIdle}
+	}
 	if resp.StatusCode >= 300 {
-		return false, false, a.Error(a.Provider, resp)
+		e := a.Error(a.Provider, resp)
+		if rb.err != nil && parent.Err() != nil {
+			return false, false, parent.Err()
+		}
+		if rb.err != nil && context.Cause(ctx) == ErrIdle {
+			return false, false, timedOut()
+		}
+		return false, false, e
 	}
 	y := func(c toolrun.Chunk) bool {
 		yielded = true
@@ -196,21 +217,15 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 		}
 		return true
 	}
-	var rd io.Reader = resp.Body
-	if a.IdleTimeout > 0 {
-		ir := NewIdleReader(resp.Body, a.IdleTimeout, func() { cancel(ErrIdle) })
-		defer ir.Stop()
-		rd = ir
-	}
 	ct := strings.ToLower(resp.Header.Get("Content-Type"))
 	switch {
 	case strings.HasPrefix(ct, "application/json"):
-		err = a.JSON(a.Provider, rd, y)
+		err = a.JSON(a.Provider, rb, y)
 	case ct == "" || strings.HasPrefix(ct, "text/event-stream"):
-		err = a.Stream(a.Provider, rd, y)
+		err = a.Stream(a.Provider, rb, y)
 	default:
 		// The bytes past 512 show whether the 512th ends a character.
-		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512+utf8.UTFMax))
+		snippet, _ := io.ReadAll(io.LimitReader(rb, 512+utf8.UTFMax))
 		err = &toolrun.ProviderError{Provider: a.Provider, Status: resp.StatusCode, Code: "invalid_response",
 			Message: fmt.Sprintf("unexpected content type %q: %s", ct, strings.TrimSpace(Truncate(string(snippet), 512)))}
 	}
@@ -221,11 +236,29 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 		return yielded, false, parent.Err()
 	}
 	if err != nil && context.Cause(ctx) == ErrIdle {
-		return yielded, false, &toolrun.ProviderError{Provider: a.Provider, Code: "stream_timeout", Retryable: true,
-			Message: fmt.Sprintf("no data from the server for %s", a.IdleTimeout), Err: ErrIdle}
+		return yielded, false, timedOut()
 	}
 	return yielded, false, err
 }
+
+// watchedBody is a response body that keeps the first error a Read
+// returned other than io.EOF, to tell a body that was cut off from one
+// that was read to its end.
+type watchedBody struct {
+	r   io.Reader
+	c   io.Closer
+	err error
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error { return b.c.Close() }
 
 // MaxResponse is the size limit of a whole (non-streamed) response body.
 const MaxResponse = 64 << 20

@@ -420,3 +420,66 @@ func (zeros) Read(b []byte) (int, error) {
 	clear(b)
 	return len(b), nil
 }
+
+// stallAfter returns a server that sends the status, content type and one
+// byte of body, and then sends nothing until the client goes away.
+func stallAfter(status int, contentType string) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, "x")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+}
+
+func TestAttemptIdleTimeoutCoversEveryBody(t *testing.T) {
+	for _, c := range []struct {
+		name, contentType string
+		status            int
+	}{
+		{"error body", "application/json", 500},
+		{"client error body", "text/plain", 400},
+		{"unexpected content type", "text/html", 200},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := stallAfter(c.status, c.contentType)
+			defer srv.Close()
+			a := Attempt{
+				Provider: "p", Client: srv.Client(), Endpoint: srv.URL, IdleTimeout: 20 * time.Millisecond,
+				Error: func(provider string, resp *http.Response) *toolrun.ProviderError {
+					return ResponseError(provider, resp, func(int) bool { return false },
+						func([]byte) (string, string, bool) { return "", "", false }, func(int) string { return "server_error" })
+				},
+			}
+			// The deadline only keeps a broken Do from hanging the test.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, _, err := a.Do(ctx, nil, func(toolrun.Chunk, error) bool { return true })
+			var pe *toolrun.ProviderError
+			require.ErrorAs(t, err, &pe, "a stalled body is ended by IdleTimeout, not by the context")
+			assert.Equal(t, "stream_timeout", pe.Code)
+			assert.True(t, pe.Retryable)
+			assert.ErrorIs(t, err, ErrIdle)
+		})
+	}
+}
+
+func TestAttemptWholeErrorBodyIsNotATimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		_, _ = io.WriteString(w, "busy")
+	}))
+	defer srv.Close()
+	a := Attempt{
+		Provider: "p", Client: srv.Client(), Endpoint: srv.URL, IdleTimeout: time.Hour,
+		Error: func(provider string, resp *http.Response) *toolrun.ProviderError {
+			return ResponseError(provider, resp, func(int) bool { return true },
+				func([]byte) (string, string, bool) { return "", "", false }, func(int) string { return "server_error" })
+		},
+	}
+	_, _, err := a.Do(context.Background(), nil, func(toolrun.Chunk, error) bool { return true })
+	var pe *toolrun.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, &toolrun.ProviderError{Provider: "p", Status: 503, Code: "server_error", Message: "busy", Retryable: true}, pe)
+}

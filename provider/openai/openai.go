@@ -65,8 +65,9 @@ type Options struct {
 	HeaderTimeout time.Duration
 	// IdleTimeout ends a response whose stream sends nothing (not even a
 	// keep-alive) for this long, with a retryable *toolrun.ProviderError
-	// of Code "stream_timeout"; 0 means no limit. Time the consumer spends
-	// on a chunk counts too, so leave room for it.
+	// of Code "stream_timeout"; the body of an error status is covered
+	// too. 0 means no limit. Time the consumer spends on a chunk counts
+	// too, so leave room for it.
 	IdleTimeout time.Duration
 	// MaxRetries is how often a failed request is retried when the
 	// failure is retryable (network errors, 408, 409, 429, 5xx) and no
