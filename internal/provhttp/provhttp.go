@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,10 @@ import (
 // NewClient returns an HTTP client whose dialling (including the TLS
 // handshake) is bounded by connect and whose wait for the response headers
 // is bounded by header; 0 (or less) means 10 seconds and 2 minutes. The
-// whole request is bounded by its context only.
+// whole request is bounded by its context only. The client follows no
+// redirect: Attempt.Do reports a redirect as an error naming its target,
+// so that neither the API key nor the prompt goes to an address the
+// server chose.
 func NewClient(connect, header time.Duration) *http.Client {
 	if connect <= 0 {
 		connect = 10 * time.Second
@@ -43,8 +47,12 @@ func NewClient(connect, header time.Duration) *http.Client {
 	t.DialContext = (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = connect
 	t.ResponseHeaderTimeout = header
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: refuseRedirect}
 }
+
+// refuseRedirect is the CheckRedirect of NewClient's client: the redirect
+// response itself is returned.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Retry is a retry policy. The zero value is the default policy.
 type Retry struct {
@@ -146,13 +154,18 @@ type Attempt struct {
 	Client   *http.Client
 	Endpoint string
 	// Header sets the provider's request headers (after Content-Type
-	// and Accept, which Do sets).
+	// and Accept, which Do sets). When Client follows a redirect to
+	// another origin (scheme, host and port), the headers Header sets,
+	// other than Content-Type and Accept, are not sent there: they carry
+	// the provider's credentials.
 	Header func(http.Header)
 	// IdleTimeout, when positive, ends a response that sends nothing for
 	// this long with a retryable error of Code "stream_timeout". It
 	// covers the body of an error status too.
 	IdleTimeout time.Duration
-	// Error turns a response with a status of 300 or more into an error.
+	// Error turns a response with a status of 400 or more into an error.
+	// A 3xx response (a redirect the client did not follow) is an error
+	// of Code "redirect" that Do makes itself.
 	Error func(provider string, resp *http.Response) *toolrun.ProviderError
 	// JSON parses an "application/json" body, Stream a
 	// "text/event-stream" body or one without a Content-Type.
@@ -165,7 +178,9 @@ var ErrIdle = errors.New("stream idle timeout")
 // Do sends body once and streams the response to yield; it is an
 // AttemptFunc once body is bound. Transport failures are retryable
 // *toolrun.ProviderError values of Code "network"; when parent is
-// cancelled, the error is parent.Err().
+// cancelled, the error is parent.Err(). Client is not changed: Do sends
+// through a copy whose CheckRedirect keeps the provider's headers from
+// other origins and then applies Client's own.
 func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chunk, error) bool) (yielded, stopped bool, err error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
@@ -175,10 +190,16 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
+	own := http.Header{}
 	if a.Header != nil {
-		a.Header(hreq.Header)
+		a.Header(own)
 	}
-	resp, err := a.Client.Do(hreq)
+	for k, v := range own {
+		hreq.Header[k] = v
+	}
+	client := *a.Client
+	client.CheckRedirect = sameOriginOnly(a.Client.CheckRedirect, own)
+	resp, err := client.Do(hreq)
 	if err != nil {
 		if parent.Err() != nil {
 			return false, false, parent.Err()
@@ -199,7 +220,10 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 		return &toolrun.ProviderError{Provider: a.Provider, Code: "stream_timeout", Retryable: true,
 			Message: fmt.Sprintf("no data from the server for %s", a.IdleTimeout), Err: ErrIdle}
 	}
-	if resp.StatusCode >= 300 {
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return false, false, redirectError(a.Provider, resp)
+	}
+	if resp.StatusCode >= 400 {
 		e := a.Error(a.Provider, resp)
 		if rb.err != nil && parent.Err() != nil {
 			return false, false, parent.Err()
@@ -239,6 +263,65 @@ func (a *Attempt) Do(parent context.Context, body []byte, yield func(toolrun.Chu
 		return yielded, false, timedOut()
 	}
 	return yielded, false, err
+}
+
+// sameOriginOnly returns a CheckRedirect that removes the headers in own,
+// other than Content-Type and Accept, from a redirected request to another
+// origin than the first request's, and then applies next (nil means the
+// http.Client default: at most 10 redirects).
+func sameOriginOnly(next func(*http.Request, []*http.Request) error, own http.Header) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if origin(req.URL) != origin(via[0].URL) {
+			for k := range own {
+				if k == "Content-Type" || k == "Accept" {
+					continue
+				}
+				delete(req.Header, k)
+				req.Header.Del(k)
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// origin returns the scheme, host and port of u, in lower case and with
+// the scheme's default port when u names none.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		switch scheme {
+		case "https":
+			port = "443"
+		case "http":
+			port = "80"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// redirectError reports a 3xx response, naming the address it redirects
+// to (its Location, at most 300 bytes of it and "…").
+func redirectError(provider string, resp *http.Response) *toolrun.ProviderError {
+	e := &toolrun.ProviderError{Provider: provider, Status: resp.StatusCode, Code: "redirect"}
+	loc := resp.Header.Get("Location")
+	if u, err := resp.Location(); err == nil {
+		loc = u.String()
+	}
+	if loc == "" {
+		e.Message = fmt.Sprintf("unexpected %d %s response, with no Location", resp.StatusCode, http.StatusText(resp.StatusCode))
+		return e
+	}
+	if len(loc) > 300 {
+		loc = Truncate(loc, 300) + "…"
+	}
+	e.Message = fmt.Sprintf("the server redirected the request to %q, and redirects are not followed: set the base URL to the address meant", loc)
+	return e
 }
 
 // watchedBody is a response body that keeps the first error a Read

@@ -53,7 +53,11 @@ type Options struct {
 	// non-nil slice offers none.
 	ProviderTools []ProviderTool
 	// HTTPClient sends the requests; nil means a client built from
-	// ConnectTimeout and HeaderTimeout, which are otherwise ignored.
+	// ConnectTimeout and HeaderTimeout, which are otherwise ignored. A
+	// redirect this client follows to another origin (scheme, host and
+	// port) carries neither the API key nor Headers. The default client
+	// follows no redirect: a redirect is an error of Code "redirect" that
+	// names its target.
 	HTTPClient *http.Client
 	// ConnectTimeout bounds dialling (including TLS); 0 means 10 seconds.
 	ConnectTimeout time.Duration

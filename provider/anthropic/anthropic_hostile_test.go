@@ -47,3 +47,43 @@ func TestIdleTimeoutEndsAStalledErrorBody(t *testing.T) {
 	assert.Equal(t, "stream_timeout", pe.Code)
 	assert.True(t, pe.Retryable)
 }
+
+// keys returns a server that sends the x-api-key and Api-Key headers of
+// each request it receives to got.
+func keys(got chan<- [2]string) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- [2]string{r.Header.Get("x-api-key"), r.Header.Get("Api-Key")}
+		w.WriteHeader(400)
+	}))
+}
+
+// A redirect does not take the API key, nor Options.Headers, to the host
+// it names: the default client reports it, and a client of the user's
+// follows it without them.
+func TestRedirectDoesNotSendTheAPIKeyElsewhere(t *testing.T) {
+	got := make(chan [2]string, 4)
+	elsewhere := keys(got)
+	defer elsewhere.Close()
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	defer api.Close()
+
+	opts := Options{APIKey: "sk-ant-secret", Headers: map[string]string{"Api-Key": "gateway-secret"},
+		BaseURL: api.URL, MaxRetries: -1}
+	err := drain(context.Background(), New(&opts))
+	var pe *toolrun.ProviderError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "redirect", pe.Code)
+	assert.Equal(t, http.StatusTemporaryRedirect, pe.Status)
+	assert.Contains(t, pe.Message, elsewhere.URL+"/steal")
+	assert.Empty(t, got, "the default client followed the redirect")
+	for len(got) > 0 {
+		<-got
+	}
+
+	opts.HTTPClient = &http.Client{}
+	_ = drain(context.Background(), New(&opts))
+	require.Len(t, got, 1, "the user's client follows the redirect")
+	assert.Equal(t, [2]string{"", ""}, <-got, "the redirect target received the API key or a header of Options.Headers")
+}

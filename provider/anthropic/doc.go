@@ -42,5 +42,6 @@
 // events are retried with exponential backoff and jitter, honouring
 // Retry-After, as long as no chunk was yielded. A stream that ends before
 // message_stop yields Code "stream_truncated", and no ChunkToolCall is
-// yielded for a tool_use block that did not close.
+// yielded for a tool_use block that did not close. A redirect, which the
+// default client does not follow, yields Code "redirect".
 package anthropic

@@ -61,7 +61,8 @@
 // or one derived from the status such as "payment_required" for
 // OpenRouter's 402), and whether a retry may succeed. A stream that breaks
 // off yields Code "stream_truncated"; a payload that cannot be parsed
-// "invalid_response"; a connection failure "network". Retryable failures
+// "invalid_response"; a connection failure "network"; a redirect, which the
+// default client does not follow, "redirect". Retryable failures
 // (network errors, 408, 409, 429, 5xx) are retried with exponential backoff
 // and jitter, honouring Retry-After, but only until the first chunk was
 // yielded: a response is never replayed to the consumer. Cancelling the

@@ -54,7 +54,10 @@ type Options struct {
 	NoTypeArrays bool
 	// HTTPClient sends the requests; nil means a client built from
 	// ConnectTimeout and HeaderTimeout. A non-nil client is used as is and
-	// those two options are ignored.
+	// those two options are ignored, except that a redirect it follows to
+	// another origin (scheme, host and port) carries neither the API key
+	// nor Headers. The default client follows no redirect: a redirect is
+	// an error of Code "redirect" that names its target.
 	HTTPClient *http.Client
 	// ConnectTimeout bounds dialling a connection (including TLS); 0 means
 	// 10 seconds.
