@@ -18,7 +18,9 @@ import (
 type Hooks struct {
 	// ToolCallStarted fires exactly once per call: as soon as its progress
 	// argument has streamed (runtime), or just before Execute for calls that
-	// did not stream (queued calls and bare Executor.Run batches).
+	// did not stream (queued calls and bare Executor.Run batches). Its
+	// Arguments, those streamed so far, have their secrets redacted, and
+	// so has the start of a secret that their end cuts.
 	ToolCallStarted func(ctx context.Context, threadID string, ev ToolCallStarted)
 	// ToolCallDone fires after a call has run, success or error, once its
 	// result is shaped for storage (attachments written as thread files and
@@ -162,17 +164,23 @@ func (e *Executor) fireStarted(ctx context.Context, b *batch, c ToolCall, progre
 	if progress != "" {
 		ev.Progress = progressOf(c.Arguments, progress)
 	}
-	e.emitStarted(ctx, b, ev)
+	e.emitStarted(ctx, b, ev, false)
 }
 
-// emitStarted calls the hook and publishes the thread event.
-func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted) {
+// emitStarted calls the hook and publishes the thread event. partial
+// tells that ev.Arguments are the first part of the call's arguments, the
+// rest of which still streams: a secret cut by their end is hidden too.
+func (e *Executor) emitStarted(ctx context.Context, b *batch, ev ToolCallStarted, partial bool) {
 	red := e.redactor(b)
 	if ev.Progress != nil {
 		p := red.String(*ev.Progress)
 		ev.Progress = &p
 	}
-	ev.Arguments = red.String(ev.Arguments)
+	if partial {
+		ev.Arguments = red.Partial(ev.Arguments)
+	} else {
+		ev.Arguments = red.String(ev.Arguments)
+	}
 	if h := e.hooks.ToolCallStarted; h != nil {
 		// The hook gets a progress text of its own, which the subscribers
 		// do not share.

@@ -74,8 +74,10 @@ func (r *response) spareCall() *pendingCall {
 }
 
 // fire emits tool_call_started for pc, once; a call the request did not
-// offer gets none (the allowed-tools gate refuses it).
-func (r *response) fire(pc *pendingCall, progress *string) {
+// offer gets none (the allowed-tools gate refuses it). partial tells that
+// the call's arguments still stream: the event carries those streamed so
+// far, where a secret cut by their end is hidden as a whole one is.
+func (r *response) fire(pc *pendingCall, progress *string, partial bool) {
 	if pc.fired {
 		return
 	}
@@ -84,7 +86,7 @@ func (r *response) fire(pc *pendingCall, progress *string) {
 		return // refused by the allowed-tools gate: no start and no done
 	}
 	r.b.markStarted(pc.call.ID)
-	r.rt.ex.emitStarted(r.ctx, r.b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()})
+	r.rt.ex.emitStarted(r.ctx, r.b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()}, partial)
 }
 
 // progressKey returns the progress argument of the offered tool name.
@@ -110,7 +112,7 @@ func (r *response) add(ch *Chunk) error {
 		pc.started = true
 		pc.key = r.progressKey(pc.call.Name)
 		if pc.key == "" {
-			r.fire(pc, nil)
+			r.fire(pc, nil, true)
 		}
 	case ChunkToolCallDelta:
 		pc := r.call(ch.Index)
@@ -122,7 +124,7 @@ func (r *response) add(ch *Chunk) error {
 			pc.fed = true
 			pc.scan.Feed(ch.ToolCall.Arguments)
 			if v, st := pc.scan.Value(pc.key); st == partialjson.Complete {
-				r.fire(pc, &v)
+				r.fire(pc, &v, true)
 			}
 		}
 	case ChunkToolCall:
@@ -180,7 +182,7 @@ func (r *response) finish() (string, []ToolCall) {
 					progress = progressOf(pc.call.Arguments, pc.key)
 				}
 			}
-			r.fire(pc, progress)
+			r.fire(pc, progress, false)
 		}
 		// The name is stored in the assistant message and sent back to the
 		// model as the executor runs it: cleaned, as its result's is.

@@ -53,6 +53,8 @@ type machine struct {
 	// reach is the length of the longest breakable pattern but one, and
 	// minEnc the length of the shortest.
 	reach, minEnc int
+	// longest is the length of the longest pattern.
+	longest int
 }
 
 // output is a pattern that ends in a state: its length (0 for none) and
@@ -71,7 +73,20 @@ type state struct {
 	outID  int32 // the secret of that pattern
 	next   int32 // the target of its only edge, or 0
 	c      byte  // the byte of its only edge
+	// trie holds the flags below, which Redactor.Partial reads to find
+	// the start of a pattern at the end of a text (see tail).
+	trie byte
 }
+
+// The flags of state.trie: a pattern ends in the state (its own, not one
+// reached through failure links); the state is on the path of a breakable
+// pattern (the text that leads to it starts one); a breakable pattern ends
+// in it.
+const (
+	ownEnd byte = 1 << iota
+	encPath
+	encEnd
+)
 
 type edge struct {
 	c    byte
@@ -140,6 +155,7 @@ func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 	outLen := append(make([]int32, 0, most), 0)
 	outID := append(make([]int32, 0, most), 0)
 	enc := append(make([]output, 0, most), output{})
+	trie := append(make([]byte, 0, most), 0)
 	breakable := false
 	path := []int32{0} // path[i] is the state after the first i bytes of prev
 	prev := ""
@@ -156,13 +172,20 @@ func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 			outLen = append(outLen, 0)
 			outID = append(outID, 0)
 			enc = append(enc, output{})
+			trie = append(trie, 0)
 			s = t
 			path = append(path, s)
 		}
 		outLen[s] = int32(len(p.text))
 		outID[s] = p.id
+		trie[s] |= ownEnd
+		m.longest = max(m.longest, len(p.text))
 		if p.encID >= 0 {
 			enc[s] = output{int32(len(p.text)), p.encID}
+			trie[s] |= encEnd
+			for _, t := range path[1:] {
+				trie[t] |= encPath
+			}
 			breakable = true
 			m.reach = max(m.reach, len(p.text)-1)
 			if m.minEnc == 0 || len(p.text) < m.minEnc {
@@ -221,7 +244,7 @@ func newMachine(patterns []pattern, pairs, encPairs [][2]byte) *machine {
 	m.edges = make([]edge, 0, n-1)
 	for s := 1; s < n; s++ {
 		st := &m.states[s]
-		st.fail, st.outLen, st.outID = fail[s], outLen[s], outID[s]
+		st.fail, st.outLen, st.outID, st.trie = fail[s], outLen[s], outID[s], trie[s]
 		if t := firstChild[s]; t >= 0 && sibling[t] < 0 {
 			st.c, st.next = label[t], t
 			continue
