@@ -49,6 +49,14 @@ type RuntimeOptions struct {
 	// starts; past it subagent_create and subagent_message give the model
 	// an error result naming the limit. 0 means DefaultMaxBackground.
 	MaxBackground int
+	// MaxResponseBytes bounds the size of one streamed model response: the
+	// bytes of its text, of its reasoning and of its tool calls' ids,
+	// names and arguments, a call's whole arguments counted once with the
+	// pieces of them that streamed. A response that grows past it fails
+	// its model request with an error naming the limit, its stream is
+	// stopped and nothing of it is stored. 0 or less means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int
 }
 
 // DefaultMaxBackground is the bound of RuntimeOptions.MaxBackground.
@@ -69,6 +77,7 @@ type Runtime struct {
 	log      *slog.Logger
 	maxTotal int
 	maxBg    int // RuntimeOptions.MaxBackground
+	maxResp  int // RuntimeOptions.MaxResponseBytes
 	turns    *keyedMutex
 	bg       *workCounter
 	locker   ThreadLocker // nil: one process owns the store
@@ -143,6 +152,9 @@ func NewRuntime(reg *Registry, opts *RuntimeOptions) *Runtime {
 	}
 	if rt.maxBg = opts.MaxBackground; rt.maxBg <= 0 {
 		rt.maxBg = DefaultMaxBackground
+	}
+	if rt.maxResp = opts.MaxResponseBytes; rt.maxResp <= 0 {
+		rt.maxResp = DefaultMaxResponseBytes
 	}
 	if rt.owner == "" {
 		rt.owner = newID("runtime")

@@ -23,7 +23,12 @@ type pendingCall struct {
 	fed     bool // the scanner read the streamed deltas
 	fired   bool
 	started bool
+	size    int // the bytes of the call counted in its response's size
 }
+
+// DefaultMaxResponseBytes is the bound of RuntimeOptions.MaxResponseBytes,
+// 64 MiB: the size of a whole JSON response the providers refuse past.
+const DefaultMaxResponseBytes = 64 << 20
 
 // response collects one streamed model response of a turn. A turn keeps
 // one and uses it for each of its requests, so that a request allocates
@@ -42,6 +47,23 @@ type response struct {
 	// no tool answers to "", and a provider would refuse the call sent back.
 	nameless int
 	made     int // pending calls taken from the turn's scratch for this response
+	size     int // the bytes counted against max so far
+	max      int // the runtime's MaxResponseBytes
+}
+
+// grow counts n more bytes of the response, and fails when they take it
+// past its limit.
+func (r *response) grow(n int) error {
+	if r.size += n; r.size > r.max {
+		return &modelError{model: r.ts.model.Name, err: fmt.Errorf("the response is larger than %d bytes, the limit of RuntimeOptions.MaxResponseBytes", r.max)}
+	}
+	return nil
+}
+
+// growCall counts n more bytes of the call pc.
+func (r *response) growCall(pc *pendingCall, n int) error {
+	pc.size += n
+	return r.grow(n)
 }
 
 // call returns the pending call of stream index i, added when it is new.
@@ -102,9 +124,18 @@ func (r *response) add(ch *Chunk) error {
 	var err error
 	switch ch.Type {
 	case ChunkText:
+		if err := r.grow(len(ch.Text)); err != nil {
+			return err
+		}
 		r.text.WriteString(ch.Text)
+	case ChunkReasoning:
+		// Reasoning is not kept, but a response is bounded whatever it holds.
+		return r.grow(len(ch.Text))
 	case ChunkToolCallStart:
 		pc := r.call(ch.Index)
+		if err := r.growCall(pc, len(ch.ToolCall.ID)+len(ch.ToolCall.Name)); err != nil {
+			return err
+		}
 		pc.rawID, pc.call.Name = ch.ToolCall.ID, ch.ToolCall.Name
 		if pc.call.ID, err = r.rt.uniqueCallID(r.ctx, r.ts.th.ID, pc.rawID, &r.ids); err != nil {
 			return err
@@ -116,6 +147,9 @@ func (r *response) add(ch *Chunk) error {
 		}
 	case ChunkToolCallDelta:
 		pc := r.call(ch.Index)
+		if err := r.growCall(pc, len(ch.ToolCall.Arguments)); err != nil {
+			return err
+		}
 		pc.args.WriteString(ch.ToolCall.Arguments)
 		if pc.key != "" && !pc.fired {
 			if !pc.fed {
@@ -129,6 +163,13 @@ func (r *response) add(ch *Chunk) error {
 		}
 	case ChunkToolCall:
 		pc := r.call(ch.Index)
+		// The whole call repeats what of it streamed: only what it holds
+		// more counts.
+		if n := len(ch.ToolCall.ID) + len(ch.ToolCall.Name) + len(ch.ToolCall.Arguments); n > pc.size {
+			if err := r.growCall(pc, n-pc.size); err != nil {
+				return err
+			}
+		}
 		if pc.call.ID == "" || ch.ToolCall.ID != "" && ch.ToolCall.ID != pc.rawID {
 			pc.rawID = ch.ToolCall.ID
 			if pc.call.ID, err = r.rt.uniqueCallID(r.ctx, r.ts.th.ID, pc.rawID, &r.ids); err != nil {
@@ -203,6 +244,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 	r.calls.reset()
 	r.ids.reset()
 	r.rt, r.ctx, r.ts, r.b, r.tools, r.text, r.nameless, r.made = rt, ctx, ts, b, tools, strings.Builder{}, 0, 0
+	r.size, r.max = 0, rt.maxResp
 	defer func() {
 		// A turn kept by a tool does not keep these, nor the calls, which
 		// go back to the turn's scratch.
@@ -247,7 +289,9 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 				span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", []string{ch.FinishReason}))
 			}
 		default:
-			r.err = r.add(&ch)
+			if r.err = r.add(&ch); r.err != nil {
+				span.SetStatus(codes.Error, r.err.Error())
+			}
 		}
 		if r.err != nil {
 			break
