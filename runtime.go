@@ -52,10 +52,11 @@ type RuntimeOptions struct {
 	// MaxResponseBytes bounds the size of one streamed model response: the
 	// bytes of its text, of its reasoning and of its tool calls' ids,
 	// names and arguments, a call's whole arguments counted once with the
-	// pieces of them that streamed. A response that grows past it fails
-	// its model request with an error naming the limit, its stream is
-	// stopped and nothing of it is stored. 0 or less means
-	// DefaultMaxResponseBytes.
+	// pieces of them that streamed, and 256 bytes more for each call (what
+	// its bookkeeping costs, so that calls streaming nothing count). A
+	// response that grows past it fails its model request with an error
+	// naming the limit, its stream is stopped and nothing of it is stored.
+	// 0 or less means DefaultMaxResponseBytes.
 	MaxResponseBytes int
 }
 

@@ -56,11 +56,14 @@ func TestSmallSetsAnswerTheSameBeyondTheirSlice(t *testing.T) {
 	}
 
 	for _, n := range []int{1, fewKeys, fewKeys + 1, 3 * fewKeys} {
-		var r response
+		r := response{max: 1 << 40}
 		// Interleaved, as parallel calls stream: index i's chunks between others'.
 		for round := range 3 {
 			for i := range n {
-				pc := r.call(10 * i)
+				pc, err := r.call(10 * i)
+				if err != nil {
+					t.Fatal(err)
+				}
 				pc.args.WriteString(strconv.Itoa(round))
 			}
 		}

@@ -70,14 +70,23 @@ func (r *response) growCall(pc *pendingCall, n int) error {
 // The calls of a response are made in the turn's scratch, and made again
 // for its next response, whose stream starts after the calls of this one
 // were read (finish).
-func (r *response) call(i int) *pendingCall {
+func (r *response) call(i int) (*pendingCall, error) {
 	pc, ok := r.calls.find(i)
 	if !ok {
+		// A call costs what its bookkeeping does even when it streams no
+		// byte: an endless run of empty calls is bounded too.
+		if err := r.grow(callOverhead); err != nil {
+			return nil, err
+		}
 		pc = r.spareCall()
 		r.calls.add(i, pc)
 	}
-	return pc
+	return pc, nil
 }
+
+// callOverhead is what a call counts in its response's size before any of
+// its bytes: about the memory its bookkeeping takes.
+const callOverhead = 256
 
 // spareCall returns an empty pending call from the turn's scratch, made
 // there when the scratch has none to spare.
@@ -121,7 +130,6 @@ func (r *response) progressKey(name string) string {
 
 // add applies one chunk of the stream.
 func (r *response) add(ch *Chunk) error {
-	var err error
 	switch ch.Type {
 	case ChunkText:
 		if err := r.grow(len(ch.Text)); err != nil {
@@ -132,7 +140,10 @@ func (r *response) add(ch *Chunk) error {
 		// Reasoning is not kept, but a response is bounded whatever it holds.
 		return r.grow(len(ch.Text))
 	case ChunkToolCallStart:
-		pc := r.call(ch.Index)
+		pc, err := r.call(ch.Index)
+		if err != nil {
+			return err
+		}
 		if err := r.growCall(pc, len(ch.ToolCall.ID)+len(ch.ToolCall.Name)); err != nil {
 			return err
 		}
@@ -146,7 +157,10 @@ func (r *response) add(ch *Chunk) error {
 			r.fire(pc, nil, true)
 		}
 	case ChunkToolCallDelta:
-		pc := r.call(ch.Index)
+		pc, err := r.call(ch.Index)
+		if err != nil {
+			return err
+		}
 		if err := r.growCall(pc, len(ch.ToolCall.Arguments)); err != nil {
 			return err
 		}
@@ -162,7 +176,10 @@ func (r *response) add(ch *Chunk) error {
 			}
 		}
 	case ChunkToolCall:
-		pc := r.call(ch.Index)
+		pc, err := r.call(ch.Index)
+		if err != nil {
+			return err
+		}
 		// The whole call repeats what of it streamed: only what it holds
 		// more counts.
 		if n := len(ch.ToolCall.ID) + len(ch.ToolCall.Name) + len(ch.ToolCall.Arguments); n > pc.size {

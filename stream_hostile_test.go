@@ -206,7 +206,8 @@ func TestStreamedResponseIsBoundedByMaxResponseBytes(t *testing.T) {
 			chunks = append(chunks, toolrun.Chunk{Type: toolrun.ChunkReasoning, Text: kib})
 		}
 		chunks = append(chunks, toolrun.Chunk{Type: toolrun.ChunkToolCallStart, ToolCall: toolrun.ToolCall{ID: "c1", Name: "write"}})
-		args := `{"a":"` + strings.Repeat("z", 16<<10-len(`{"a":""}`)-len("c1write")) + `"}`
+		// A call counts 256 bytes more, for its bookkeeping.
+		args := `{"a":"` + strings.Repeat("z", 16<<10-len(`{"a":""}`)-len("c1write")-256) + `"}`
 		for k := 0; k < len(args); k += 1 << 10 {
 			chunks = append(chunks, toolrun.Chunk{Type: toolrun.ChunkToolCallDelta, ToolCall: toolrun.ToolCall{Arguments: args[k:min(len(args), k+1<<10)]}})
 		}
@@ -236,6 +237,11 @@ func TestStreamedResponseIsBoundedByMaxResponseBytes(t *testing.T) {
 		{"text of the limit's size", text(64), false, 0, 64 << 10, 0},
 		{"a mixed response of the limit's size", mixed(0), false, 0, 32 << 10, 1},
 		{"a mixed response one byte past the limit", mixed(1), true, 16 + 16 + 1 + 16 + 1 + 16 + 1, 0, 0},
+		// Calls that stream no byte count their bookkeeping: 256 bytes
+		// each, so the 257th of them is past 64 KiB.
+		{"empty calls past the limit", func(i int) (toolrun.Chunk, bool) {
+			return toolrun.Chunk{Type: toolrun.ChunkToolCallStart, Index: i}, i < 10000
+		}, true, 257, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &chunkStream{chunk: c.chunk}
