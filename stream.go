@@ -116,8 +116,12 @@ func (r *response) fire(pc *pendingCall, progress *string, partial bool) {
 	if r.tools.offered(pc.call.Name) == nil {
 		return // refused by the allowed-tools gate: no start and no done
 	}
+	args := pc.args.String()
+	if !partial {
+		args = pc.call.Arguments // whole, even when the call did not stream in pieces
+	}
 	r.b.markStarted(pc.call.ID)
-	r.rt.ex.emitStarted(r.ctx, r.b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: pc.args.String()}, partial)
+	r.rt.ex.emitStarted(r.ctx, r.b, ToolCallStarted{ID: pc.call.ID, Name: pc.call.Name, Progress: progress, Arguments: args}, partial)
 }
 
 // progressKey returns the progress argument of the offered tool name.

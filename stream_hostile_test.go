@@ -265,3 +265,24 @@ func TestStreamedResponseIsBoundedByMaxResponseBytes(t *testing.T) {
 		})
 	}
 }
+
+// A call that arrives whole, without streamed pieces, fires its
+// tool_call_started with its whole arguments, redacted.
+func TestStartOfACallThatArrivedWholeCarriesItsArguments(t *testing.T) {
+	args := `{"path":"a.txt","key":"` + streamSecret + `"}`
+	p := &chunkStream{chunk: func(i int) (toolrun.Chunk, bool) {
+		return toolrun.Chunk{Type: toolrun.ChunkToolCall, ToolCall: toolrun.ToolCall{ID: "c1", Name: "write", Arguments: args}}, i < 1
+	}}
+	reg := toolrun.NewRegistry(nil)
+	require.NoError(t, reg.Register(
+		&toolrun.Model{Name: "m", Provider: p, ID: "x"},
+		fn("write", func(context.Context, toolrun.ThreadState) (toolrun.Result, error) { return toolrun.Text("ok"), nil }),
+		&toolrun.Prompt{Name: "p", Model: "m", Text: "t", IncludeChat: true, IncludePastTools: true, Tools: []toolrun.PromptTool{toolrun.Use("write")}},
+		&toolrun.Agent{Name: "agent", SideA: toolrun.Side{Prompt: "p"}, SideB: toolrun.Side{Human: true}},
+	))
+	rt, id, got := startedArguments(t, reg, "agent")
+	_, err := rt.Send(context.Background(), id, "write")
+	require.NoError(t, err)
+	want := `{"path":"a.txt","key":"[REDACTED:API_KEY]"}`
+	assert.Equal(t, []string{"hook: " + want, "event: " + want}, got())
+}

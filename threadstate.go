@@ -124,7 +124,9 @@ type ToolCallStarted struct {
 	// Progress is the call's progress argument, when the tool has one and
 	// the model produced it as a string.
 	Progress *string `json:"progress,omitempty"`
-	// Arguments are the argument text streamed so far (possibly partial).
+	// Arguments are the call's argument text, redacted: what streamed so
+	// far when the start fires while the call streams (a secret cut by its
+	// end is hidden too), the whole text otherwise.
 	Arguments string `json:"-"`
 }
 
