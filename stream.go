@@ -272,7 +272,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 		r.ctx, r.b, r.tools, r.err = nil, nil, nil, nil
 		r.calls.reset()
 	}()
-	sctx, span := rt.startChatSpan(ctx, ts)
+	sctx, span := rt.startChatSpan(ctx, ts, b)
 	defer span.End()
 	// A provider is not trusted to behave: one that panics, or yields again
 	// after the loop stopped (which makes the range statement panic), fails
@@ -283,7 +283,7 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 				r.err = &modelError{model: ts.model.Name, err: fmt.Errorf("provider %s failed while streaming: %s", ts.model.Provider.Name(), safefmt.Sprint(p))}
 			}
 			span.SetStatus(codes.Error, r.err.Error())
-			text, calls, err = "", nil, r.err
+			text, calls, err = "", nil, redactError(r.err, rt.ex.redactor(b))
 		}
 	}()
 	// The loop's body is a function the provider calls: it keeps what it
@@ -319,7 +319,8 @@ func (rt *Runtime) stream(ctx context.Context, ts *turnState, b *batch, tools *t
 		}
 	}
 	if r.err != nil {
-		return "", nil, r.err
+		// A provider's error may quote what it was sent.
+		return "", nil, redactError(r.err, rt.ex.redactor(b))
 	}
 	text, calls = r.finish()
 	return text, calls, nil

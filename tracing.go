@@ -134,11 +134,14 @@ func (e *Executor) endToolSpan(span trace.Span, res Result, b *batch) {
 }
 
 // startChatSpan starts the span of one model request.
-func (rt *Runtime) startChatSpan(ctx context.Context, ts *turnState) (context.Context, trace.Span) {
+func (rt *Runtime) startChatSpan(ctx context.Context, ts *turnState, b *batch) (context.Context, trace.Span) {
 	if rt.ex.tracer == nil {
 		return ctx, noopSpan
 	}
 	ctx, span := rt.ex.tracer.Start(ctx, "chat "+ts.model.ID, trace.WithSpanKind(trace.SpanKindClient))
+	// What the request records (a provider's error may quote what it was
+	// sent) is redacted as a tool's span is.
+	span = redactingSpan{Span: span, red: func() redactor { return rt.ex.redactor(b) }}
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String("gen_ai.operation.name", "chat"),

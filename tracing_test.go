@@ -87,3 +87,24 @@ func TestSpansForModelRequestsAndToolCallsWithSecretsRedacted(t *testing.T) {
 	assert.Equal(t, "test-model", rec.spans[0].attrs["gen_ai.request.model"])
 	assert.Equal(t, "scripted", rec.spans[0].attrs["gen_ai.provider.name"])
 }
+
+// A failed model request's error is redacted on its chat span, as it is
+// where it stops the run: a provider's error may quote what it was sent.
+func TestChatSpanStatusOfAFailedRequestIsRedacted(t *testing.T) {
+	rec := &recorder{}
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	w.rt = toolrun.NewRuntime(w.reg, &toolrun.RuntimeOptions{TracerProvider: rec,
+		Env: map[string]toolrun.EnvValue{"TOKEN": {Value: "tok-very-secret"}}})
+	w.p.Add(scripted.Fail("invalid value tok-very-secret in messages[1].content", nil))
+	_, err := w.rt.Send(context.Background(), w.thread(t), "x")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "tok-very-secret")
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NotEmpty(t, rec.spans)
+	chat := rec.spans[0]
+	assert.Equal(t, "chat test-model", chat.name)
+	assert.Equal(t, codes.Error, chat.status)
+	assert.Contains(t, chat.desc, "invalid value [REDACTED:TOKEN]")
+	assert.NotContains(t, chat.desc, "tok-very-secret")
+}
