@@ -84,14 +84,16 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	if name == "" {
 		return errors.New("toolrun: set env: empty name")
 	}
-	if t != "" && t != VarText && t != VarSecret {
+	if !knownType(t) {
 		return fmt.Errorf("toolrun: set env %s: unknown type %q (want text or secret)", name, t)
 	}
 	s.b.mu.Lock()
 	if t == "" {
+		// The stored type, as it counts: one a store holds that is not
+		// text (written to the store directly, say) stays secret.
 		t = VarSecret
-		if old, ok := s.b.env[name]; ok && old.Type != "" {
-			t = old.Type
+		if old, ok := s.b.env[name]; ok {
+			t = typeOr(old.Type)
 		}
 	}
 	s.b.mu.Unlock()

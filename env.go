@@ -37,12 +37,21 @@ func (e *Executor) resolveEnv(b *batch, name string) (string, VarType, bool) {
 	return "", VarSecret, false
 }
 
+// typeOr returns the type a value of type t counts as: VarText for
+// VarText, VarSecret for every other type. An empty type means secret, and
+// so does one that is neither "text" nor "secret" (a typo such as "Secret",
+// a made-up "password"): the durable stores encrypt every type but text at
+// rest, and such a value is redacted and warned about as a secret too.
 func typeOr(t VarType) VarType {
-	if t == "" {
-		return VarSecret
+	if t == VarText {
+		return VarText
 	}
-	return t
+	return VarSecret
 }
+
+// knownType reports whether t is a type a write may name: text, secret, or
+// empty (secret).
+func knownType(t VarType) bool { return t == "" || t == VarText || t == VarSecret }
 
 // flagOn reports whether an env flag (an Optional entry's, a
 // relationship's) is on for the batch: it resolves to true, 1 or yes, in

@@ -21,7 +21,9 @@ type ExecutorOptions struct {
 	// MemoryStore.
 	Store Store
 	// Env is the runtime-instance environment: the last link of the env
-	// chain. Values without a Type are secret.
+	// chain. Values without a Type are secret, and so are values of a
+	// type other than text and secret, which is logged at Warn naming the
+	// variable.
 	Env map[string]EnvValue
 	// Logger receives the executor's logs (secrets redacted). nil sends
 	// warnings and errors to slog.Default() and drops the rest.
@@ -104,6 +106,12 @@ func NewExecutor(reg *Registry, opts *ExecutorOptions) *Executor {
 	}
 	e.env = make(map[string]EnvValue, len(opts.Env))
 	for k, v := range opts.Env {
+		if !knownType(v.Type) {
+			// NewExecutor cannot fail: a type it does not know counts as
+			// secret, the safe reading, and is logged.
+			e.log.Warn("toolrun: runtime-instance env value has an unknown type: it is treated as secret (want text or secret)",
+				"name", k, "type", string(v.Type))
+		}
 		v.Type = typeOr(v.Type)
 		warnShortSecret(context.Background(), e.log, "runtime-instance env", k, v)
 		e.env[k] = v

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -74,8 +75,14 @@ func (r records) PutChild(ctx context.Context, e ChildEntry) error {
 	return r.Store.PutChild(ctx, e)
 }
 
-// SetEnv stores v with its type defaulted to secret.
+// SetEnv stores v with its type defaulted to secret. A type that is
+// neither text nor secret is refused with an error naming the variable and
+// the type: the stores would keep it as given, and everything reading it
+// would have to guess what it means.
 func (r records) SetEnv(ctx context.Context, scope EnvScope, ownerID, name string, v EnvValue) error {
+	if !knownType(v.Type) {
+		return fmt.Errorf("toolrun: env %q: unknown type %q (want %q or %q; empty means %q)", name, v.Type, VarText, VarSecret, VarSecret)
+	}
 	v.Type = typeOr(v.Type)
 	return r.Store.SetEnv(ctx, scope, ownerID, name, v)
 }

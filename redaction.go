@@ -20,7 +20,7 @@ func (e *Executor) redactor(b *batch) redactor {
 	// hides: the tool may have read it another way.
 	var secrets []redact.Secret
 	add := func(name, value string, t VarType) {
-		if typeOr(t) == VarSecret && len(value) >= redactMinLen {
+		if typeOr(t) != VarText && len(value) >= redactMinLen {
 			secrets = append(secrets, redact.Secret{Name: name, Value: value})
 		}
 	}

@@ -10,7 +10,10 @@ import (
 	"github.com/toolrun/toolrun/internal/redact"
 )
 
-// VarType is the display type of an environment value.
+// VarType is the display type of an environment value. Only VarText
+// values may be shown: a value of any other type, the empty one included,
+// is treated as secret. The runtime's writes of env values (Runtime.SetEnv,
+// ThreadOptions.Env, ThreadState.SetEnv) refuse a type that is neither.
 type VarType string
 
 // The variable types of the spec.
@@ -44,7 +47,7 @@ const redactMinLen = redact.MinLen
 // warnShortSecret logs, at Warn, that a secret value is too short to be
 // redacted. where says how it was set ("thread env", "agent defaults" …).
 func warnShortSecret(ctx context.Context, log *slog.Logger, where, name string, v EnvValue) {
-	if typeOr(v.Type) == VarSecret && v.Value != "" && len(v.Value) < redactMinLen {
+	if typeOr(v.Type) != VarText && v.Value != "" && len(v.Value) < redactMinLen {
 		log.WarnContext(ctx, "toolrun: secret value shorter than 4 bytes is not redacted: use a longer value, or type text if it may be shown",
 			"name", name, "set_in", where)
 	}

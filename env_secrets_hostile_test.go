@@ -1,0 +1,125 @@
+package toolrun_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/toolrun/toolrun"
+)
+
+// oddTypes are env types that are neither text nor secret: the durable
+// stores encrypt every type but text, so each must count as secret.
+var oddTypes = []toolrun.VarType{"Secret", "SECRET", "password", "Text"}
+
+// An env value whose type is neither text nor secret is redacted as a
+// secret, on every link of the chain that can hold it: the instance env
+// (which NewExecutor cannot refuse) and thread and user values written to
+// the store directly, past the runtime's checks.
+func TestEnvOfUnknownTypeIsRedactedAsSecret(t *testing.T) {
+	ctx := context.Background()
+	for _, typ := range oddTypes {
+		t.Run(string(typ), func(t *testing.T) {
+			var buf bytes.Buffer
+			st := toolrun.NewMemoryStore()
+			require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t", UserID: "u"}))
+			require.NoError(t, st.SetEnv(ctx, toolrun.ScopeThread, "t", "THREAD_TOKEN", toolrun.EnvValue{Value: "thr-5a4b3c2d1e0f", Type: typ}))
+			require.NoError(t, st.SetEnv(ctx, toolrun.ScopeUser, "u", "USER_TOKEN", toolrun.EnvValue{Value: "usr-0f1e2d3c4b5a", Type: typ}))
+			var types []toolrun.VarType
+			ex := newExec(t, &toolrun.ExecutorOptions{Store: st, Logger: slog.New(slog.NewTextHandler(&buf, nil)), Env: map[string]toolrun.EnvValue{
+				"TOKEN": {Value: leakSecret, Type: typ},
+			}}, fn("echo", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+				var out string
+				for _, n := range []string{"TOKEN", "THREAD_TOKEN", "USER_TOKEN"} {
+					v, err := s.Env(ctx, n)
+					if err != nil {
+						return toolrun.Result{}, err
+					}
+					vt, _ := s.EnvType(ctx, n)
+					types = append(types, vt)
+					out += n + "=" + v + " "
+				}
+				return toolrun.Text(out), nil
+			}))
+			out := run(t, ex, "t", call("c1", "echo", ""))
+			noLeak(t, "the stored result", out[0].Message)
+			assert.NotContains(t, out[0].Message.Content, "thr-5a4b3c2d1e0f", "a thread value of type %q leaks", typ)
+			assert.NotContains(t, out[0].Message.Content, "usr-0f1e2d3c4b5a", "a user value of type %q leaks", typ)
+			assert.Contains(t, out[0].Message.Content, "[REDACTED:TOKEN]")
+			assert.Equal(t, []toolrun.VarType{toolrun.VarSecret, toolrun.VarSecret, toolrun.VarSecret}, types, "EnvType reports what the value counts as")
+
+			// NewExecutor cannot refuse it: it logs the variable, never the value.
+			assert.Contains(t, buf.String(), "unknown type")
+			assert.Contains(t, buf.String(), "name=TOKEN")
+			assert.NotContains(t, buf.String(), leakSecret)
+		})
+	}
+}
+
+// A short value of an unknown type is warned about as a short secret.
+func TestEnvOfUnknownTypeShortValueIsWarned(t *testing.T) {
+	var buf bytes.Buffer
+	newExec(t, &toolrun.ExecutorOptions{Logger: slog.New(slog.NewTextHandler(&buf, nil)), Env: map[string]toolrun.EnvValue{
+		"PIN": {Value: "42", Type: "password"},
+	}})
+	assert.Contains(t, buf.String(), "shorter than 4 bytes")
+	assert.Contains(t, buf.String(), "name=PIN")
+}
+
+// The writes of the runtime refuse a type that is neither text nor secret,
+// naming the variable and the type; text, secret and empty still pass.
+func TestEnvWriteOfUnknownTypeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	id := w.thread(t)
+	for _, typ := range oddTypes {
+		err := w.rt.SetEnv(ctx, id, "API_KEY", toolrun.EnvValue{Value: "sk-0123456789", Type: typ})
+		require.Error(t, err, "Runtime.SetEnv with type %q", typ)
+		assert.Contains(t, err.Error(), `"API_KEY"`)
+		assert.Contains(t, err.Error(), `"`+string(typ)+`"`)
+		assert.NotContains(t, err.Error(), "sk-0123456789")
+
+		_, err = w.rt.NewThread(ctx, "agent", &toolrun.ThreadOptions{Env: map[string]toolrun.EnvValue{"DB_PASS": {Value: "pw-0123456789", Type: typ}}})
+		require.Error(t, err, "NewThread with an env value of type %q", typ)
+		assert.Contains(t, err.Error(), `"DB_PASS"`)
+		assert.Contains(t, err.Error(), `"`+string(typ)+`"`)
+	}
+	_, err := w.rt.Store().GetEnv(ctx, toolrun.ScopeThread, id, "API_KEY")
+	assert.ErrorIs(t, err, toolrun.ErrNotFound, "a refused value is not stored")
+	for _, typ := range []toolrun.VarType{"", toolrun.VarText, toolrun.VarSecret} {
+		require.NoError(t, w.rt.SetEnv(ctx, id, "API_KEY", toolrun.EnvValue{Value: "sk-0123456789", Type: typ}))
+		v, err := w.rt.Store().GetEnv(ctx, toolrun.ScopeThread, id, "API_KEY")
+		require.NoError(t, err)
+		want := typ
+		if want == "" {
+			want = toolrun.VarSecret
+		}
+		assert.Equal(t, toolrun.EnvValue{Value: "sk-0123456789", Type: want}, v)
+	}
+}
+
+// A tool's SetEnv with no type keeps the stored type as it counts: a value
+// of an unknown type written to the store directly stays secret, and the
+// write is not refused.
+func TestToolSetEnvKeepsUnknownStoredTypeAsSecret(t *testing.T) {
+	ctx := context.Background()
+	st := toolrun.NewMemoryStore()
+	require.NoError(t, st.CreateThread(ctx, &toolrun.Thread{ID: "t"}))
+	require.NoError(t, st.SetEnv(ctx, toolrun.ScopeThread, "t", "TOKEN", toolrun.EnvValue{Value: "old-0123456789", Type: "Secret"}))
+	ex := newExec(t, &toolrun.ExecutorOptions{Store: st}, fn("rotate", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+		if err := s.SetEnv(ctx, "TOKEN", leakSecret, ""); err != nil {
+			return toolrun.Result{}, err
+		}
+		return toolrun.Text("now " + leakSecret), nil
+	}))
+	out := run(t, ex, "t", call("c1", "rotate", ""))
+	assert.Equal(t, toolrun.StatusSuccess, out[0].Message.ToolStatus, out[0].Message.Content)
+	noLeak(t, "the stored result", out[0].Message)
+	v, err := st.GetEnv(ctx, toolrun.ScopeThread, "t", "TOKEN")
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.EnvValue{Value: leakSecret, Type: toolrun.VarSecret}, v)
+}
