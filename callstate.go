@@ -106,6 +106,13 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 	if s.b.env == nil {
 		s.b.env = map[string]EnvValue{}
 	}
+	if old, ok := s.b.env[name]; ok && retires(old, v) {
+		// The old value may be in what the call returns (a token it
+		// refreshed): the batch's redactor must keep it. Built now, it
+		// holds it, and its successors keep its secrets (b.retired).
+		s.e.redactorLocked(s.b)
+		s.b.retired = true
+	}
 	s.b.env[name] = v
 	s.b.redOK = false
 	s.b.mu.Unlock()
@@ -113,6 +120,15 @@ func (s *callState) SetEnv(ctx context.Context, name, value string, t VarType) e
 		return w.envSet(ctx, name, v)
 	}
 	return nil
+}
+
+// retires reports whether replacing old by v drops a secret value the
+// redactor would have redacted.
+func retires(old, v EnvValue) bool {
+	if typeOr(old.Type) == VarText || len(old.Value) < redactMinLen {
+		return false
+	}
+	return old.Value != v.Value || typeOr(v.Type) == VarText
 }
 
 // allowed applies the running tool's uses list.

@@ -3,7 +3,9 @@ package toolrun_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -122,4 +124,78 @@ func TestToolSetEnvKeepsUnknownStoredTypeAsSecret(t *testing.T) {
 	v, err := st.GetEnv(ctx, toolrun.ScopeThread, "t", "TOKEN")
 	require.NoError(t, err)
 	assert.Equal(t, toolrun.EnvValue{Value: leakSecret, Type: toolrun.VarSecret}, v)
+}
+
+// A thread secret a tool replaces (a token it refreshes) stays redacted for
+// the rest of the batch: in the call's own result, in its events, in the
+// calls it invokes and in the batch's later calls, which may still quote
+// the old value. The new value is redacted too.
+func TestReplacedSecretStaysRedactedForTheRestOfTheBatch(t *testing.T) {
+	const first, second = "tok-new-0011223344", "tok-newer-5566778899"
+	var kept string
+	var events []string
+	ex := newExec(t, nil,
+		fn("login", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("logged in"), s.SetEnv(ctx, "TOKEN", leakSecret, toolrun.VarSecret)
+		}),
+		&toolrun.Func[noArgs]{Name: "refresh", Uses: []string{"quote"}, Execute: func(ctx context.Context, s toolrun.ThreadState, _ noArgs) (toolrun.Result, error) {
+			old, _ := s.Env(ctx, "TOKEN")
+			kept = old
+			// Twice in one call: the value set in between is retired too.
+			if err := s.SetEnv(ctx, "TOKEN", first, ""); err != nil {
+				return toolrun.Result{}, err
+			}
+			if err := s.SetEnv(ctx, "TOKEN", second, ""); err != nil {
+				return toolrun.Result{}, err
+			}
+			s.Emit("refreshed", map[string]any{"old": old, "first": first})
+			inner := s.InvokeTool(ctx, "quote", nil)
+			return toolrun.Text("Bearer " + old + " -> 401; then " + first + ", now " + second + "; inner: " + inner.Result), nil
+		}},
+		fn("quote", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("quoted " + kept), nil
+		}),
+		fn("demote", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			// Made text: the value that was secret stays redacted this batch.
+			return toolrun.Text("was " + kept), s.SetEnv(ctx, "TOKEN", "now-public-value", toolrun.VarText)
+		}),
+	)
+	ex.Subscribe("", func(ev toolrun.Event) {
+		b, _ := json.Marshal(ev.Data)
+		events = append(events, string(b))
+	})
+	run(t, ex, "t", call("c1", "login", ""))
+	out := run(t, ex, "t", call("c2", "refresh", ""), call("c3", "quote", ""), call("c4", "demote", ""), call("c5", "quote", ""))
+	require.Len(t, out, 4)
+	for _, o := range out {
+		noLeak(t, "result "+o.Call.ID, o.Message)
+		assert.NotContains(t, o.Message.Content, first, "result %s", o.Call.ID)
+		assert.NotContains(t, o.Message.Content, "5566778899", "result %s", o.Call.ID)
+	}
+	assert.Contains(t, out[0].Message.Content, "[REDACTED:TOKEN]")
+	noLeak(t, "the events", events)
+	assert.NotContains(t, strings.Join(events, " "), first)
+}
+
+// A thread secret replaced in one batch is not carried into the next: the
+// batch after it redacts the thread's current secrets only.
+func TestRetiredSecretEndsWithItsBatch(t *testing.T) {
+	ex := newExec(t, nil,
+		fn("set", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			v, _ := s.Env(ctx, "MODE")
+			next := "alpha-mode-value"
+			if v == next {
+				next = "beta-mode-value"
+			}
+			return toolrun.Text("set"), s.SetEnv(ctx, "MODE", next, toolrun.VarSecret)
+		}),
+		fn("show", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("alpha-mode-value"), nil
+		}),
+	)
+	run(t, ex, "t", call("c1", "set", ""))
+	out := run(t, ex, "t", call("c2", "set", ""), call("c3", "show", ""))
+	assert.Equal(t, "[REDACTED:MODE]", out[1].Message.Content, "in the batch that replaced it")
+	out = run(t, ex, "t", call("c4", "show", ""))
+	assert.Equal(t, "alpha-mode-value", out[0].Message.Content, "a later batch redacts only what the thread holds now")
 }

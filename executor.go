@@ -262,6 +262,12 @@ type batch struct {
 	abort   error
 	red     redactor // cached secrets; valid while redOK
 	redOK   bool
+	// retired says that a tool's SetEnv replaced a secret value of the
+	// thread env: red holds it, and the batch's next redactors keep red's
+	// secrets, so the old value stays redacted for the rest of the batch
+	// (a refreshed token the call still quotes). A flag in the room the
+	// bools leave, not a list: a batch and its room fill 1 KiB.
+	retired bool
 	// stateUsed says that the room's state is taken (kept here, beside
 	// redOK and queuedN, so that a batch and its room fit 1 KiB, an
 	// allocation size class).

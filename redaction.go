@@ -13,6 +13,11 @@ import (
 func (e *Executor) redactor(b *batch) redactor {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return e.redactorLocked(b)
+}
+
+// redactorLocked is redactor, for a caller holding b.mu.
+func (e *Executor) redactorLocked(b *batch) redactor {
 	if b.redOK {
 		return b.red
 	}
@@ -37,6 +42,11 @@ func (e *Executor) redactor(b *batch) redactor {
 	}
 	for k, v := range e.env {
 		add(k, v.Value, v.Type)
+	}
+	if b.retired && b.red != nil {
+		// A secret the env no longer holds stays redacted for the rest of
+		// the batch: the last redactor knew it (see callState.SetEnv).
+		secrets = append(secrets, b.red.secrets...)
 	}
 	slices.SortFunc(secrets, func(a, b redact.Secret) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {

@@ -56,7 +56,45 @@ func warnShortSecret(ctx context.Context, log *slog.Logger, where, name string, 
 // redactor replaces the secret values a thread knows by [REDACTED:<NAME>]
 // in every form they can take on the way out (see internal/redact). A nil
 // redactor redacts nothing.
-type redactor = *redact.Redactor
+type redactor = *secretRedactor
+
+// secretRedactor is a redactor and the secrets it was built from: a batch
+// whose env dropped a secret builds its next redactor with them still in
+// (see Executor.redactor). It is immutable and shared through the cache.
+type secretRedactor struct {
+	r       *redact.Redactor
+	secrets []redact.Secret // sorted by name, then value
+}
+
+// Active reports whether r has anything to redact (r is not nil).
+func (r *secretRedactor) Active() bool { return r != nil }
+
+// String returns s with every secret replaced (see redact.Redactor.String).
+func (r *secretRedactor) String(s string) string {
+	if r == nil {
+		return s
+	}
+	return r.r.String(s)
+}
+
+// Partial returns s, the first part of a text that still streams, with
+// every secret replaced, and one its end cuts too (see
+// redact.Redactor.Partial).
+func (r *secretRedactor) Partial(s string) string {
+	if r == nil {
+		return s
+	}
+	return r.r.Partial(s)
+}
+
+// Value returns the JSON tree v with every secret replaced (see
+// redact.Redactor.Value).
+func (r *secretRedactor) Value(v any) any {
+	if r == nil {
+		return v
+	}
+	return r.r.Value(v)
+}
 
 // redactors caches the redactors of the secret sets in use: building one
 // compiles every form of every secret into an automaton, which costs far
@@ -102,7 +140,10 @@ func (c *redactorCache) get(secrets []redact.Secret) redactor {
 		return el.Value.(*cachedRedactor).red
 	}
 	c.mu.Unlock()
-	red, _ := redact.New(secrets)
+	var red redactor
+	if r, _ := redact.New(secrets); r != nil {
+		red = &secretRedactor{r: r, secrets: secrets}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
