@@ -199,3 +199,34 @@ func TestRetiredSecretEndsWithItsBatch(t *testing.T) {
 	out = run(t, ex, "t", call("c4", "show", ""))
 	assert.Equal(t, "alpha-mode-value", out[0].Message.Content, "a later batch redacts only what the thread holds now")
 }
+
+// The redactor cache tells apart secret sets whose names and values join
+// to the same bytes: {K: "abcd\x00EFGH-1234"} and {"K\x00abcd":
+// "EFGH-1234"}, and a value split between two secrets of one name. Each
+// executor gets the redactor of its own secrets.
+func TestRedactorCacheKeepsLookalikeSecretSetsApart(t *testing.T) {
+	echo := func(v string) *toolrun.Func[noArgs] {
+		return fn("echo", func(ctx context.Context, s toolrun.ThreadState) (toolrun.Result, error) {
+			return toolrun.Text("got " + v), nil
+		})
+	}
+	for _, tt := range []struct {
+		first, second map[string]toolrun.EnvValue
+		shown         string
+	}{
+		{
+			first:  map[string]toolrun.EnvValue{"K": {Value: "abcd\x00EFGH-1234", Type: toolrun.VarSecret}},
+			second: map[string]toolrun.EnvValue{"K\x00abcd": {Value: "EFGH-1234", Type: toolrun.VarSecret}},
+			shown:  "EFGH-1234",
+		},
+		{
+			first:  map[string]toolrun.EnvValue{"A": {Value: "wxyz\x00B\x00QRST-5678", Type: toolrun.VarSecret}},
+			second: map[string]toolrun.EnvValue{"A": {Value: "wxyz", Type: toolrun.VarSecret}, "B": {Value: "QRST-5678", Type: toolrun.VarSecret}},
+			shown:  "QRST-5678",
+		},
+	} {
+		run(t, newExec(t, &toolrun.ExecutorOptions{Env: tt.first}, echo("x")), "t", call("c1", "echo", "")) // caches the first set's redactor
+		out := run(t, newExec(t, &toolrun.ExecutorOptions{Env: tt.second}, echo(tt.shown)), "t", call("c1", "echo", ""))
+		assert.NotContains(t, out[0].Message.Content, tt.shown, "the executor got another secret set's redactor")
+	}
+}

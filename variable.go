@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"log/slog"
 	"sync"
 
@@ -124,12 +125,15 @@ func (c *redactorCache) get(secrets []redact.Secret) redactor {
 	if len(secrets) == 0 {
 		return nil
 	}
+	// Each name and value is preceded by its length, so that no two sets
+	// share an encoding (a separator byte can be part of a name or value).
 	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
 	for _, s := range secrets {
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(s.Name))))
 		h.Write([]byte(s.Name))
-		h.Write([]byte{0})
+		h.Write(binary.AppendUvarint(n[:0], uint64(len(s.Value))))
 		h.Write([]byte(s.Value))
-		h.Write([]byte{0})
 	}
 	var key [32]byte
 	h.Sum(key[:0])
