@@ -41,8 +41,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 )
 
@@ -67,8 +69,10 @@ var (
 	ErrNoKey = errors.New("keyring: no key to encrypt with")
 )
 
-// Key is one named AES-256 key. Its formatted forms (fmt's %v, %s, %#v …)
-// show the id only, never the secret; [Format] writes the secret out.
+// Key is one named AES-256 key. Its formatted forms (fmt's %v, %s, %#v …),
+// its log/slog value and its JSON encoding show the id only, never the
+// secret; [Format] writes the secret out. A Key has no JSON form that holds
+// its secret: keep keys as the text Format writes and Parse reads.
 type Key struct {
 	// ID names the key in the values it seals: 1 to MaxIDLen bytes of
 	// ASCII letters, digits, '.', '_' and '-'.
@@ -93,6 +97,15 @@ func (k Key) String() string { return "keyring.Key(" + k.ID + ")" }
 // Format implements fmt.Formatter: every verb prints k.String(), so a key
 // in a log line or an error never shows its secret.
 func (k Key) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(k.String())) }
+
+// LogValue implements slog.LogValuer: a key logged with any handler (the
+// JSON handler would otherwise encode its fields) is k.String().
+func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
+
+// MarshalJSON encodes k as the JSON string k.String(), so a key inside a
+// value given to encoding/json (a configuration dumped for debugging, say)
+// does not show its secret. Decoding that string into a Key fails.
+func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(k.String()) }
 
 // checkID reports why id is not a valid key id.
 func checkID(id string) error {
