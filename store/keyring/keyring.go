@@ -107,18 +107,19 @@ func (k Key) LogValue() slog.Value { return slog.StringValue(k.String()) }
 // does not show its secret. Decoding that string into a Key fails.
 func (k Key) MarshalJSON() ([]byte, error) { return json.Marshal(k.String()) }
 
-// checkID reports why id is not a valid key id.
+// checkID reports why id is not a valid key id. Its errors never quote
+// the id: text that is not a valid id may be a secret in the wrong place.
 func checkID(id string) error {
 	if id == "" {
 		return errors.New("keyring: empty key id")
 	}
 	if len(id) > MaxIDLen {
-		return fmt.Errorf("keyring: key id %.16q… is longer than %d bytes", id, MaxIDLen)
+		return fmt.Errorf("keyring: the key id is %d bytes, longer than %d", len(id), MaxIDLen)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("keyring: key id %q: only ASCII letters, digits, '.', '_' and '-' are allowed", id)
+			return fmt.Errorf("keyring: the key id has a byte not allowed at offset %d: only ASCII letters, digits, '.', '_' and '-' are allowed", i)
 		}
 	}
 	return nil
@@ -142,7 +143,7 @@ func New(keys ...Key) (*Ring, error) {
 	r := &Ring{byID: make(map[string]int, len(keys))}
 	for i, k := range keys {
 		if err := checkID(k.ID); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("keyring: key %d: %w", i+1, err)
 		}
 		if _, dup := r.byID[k.ID]; dup {
 			return nil, fmt.Errorf("keyring: key id %q appears twice", k.ID)
@@ -170,8 +171,10 @@ func New(keys ...Key) (*Ring, error) {
 // Parse reads a ring written as text: entries "<id>:<base64 secret>"
 // separated by commas or white space, the sealing key first, as [Format]
 // writes them. The secret may use the standard or the URL-safe base64
-// alphabet, with or without padding. Errors name the entry and its id but
-// never echo a secret.
+// alphabet, with or without padding. Errors name the entry by its number,
+// and by its id once the id is valid; they never echo a secret, nor an id
+// that is not valid. An entry whose id part is a key's secret in base64
+// and whose secret part is not is reported as swapped.
 func Parse(text string) (*Ring, error) {
 	fields := strings.FieldsFunc(text, func(r rune) bool {
 		return r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
@@ -185,6 +188,9 @@ func Parse(text string) (*Ring, error) {
 		if !ok {
 			return nil, fmt.Errorf("keyring: parse: entry %d has no ':' (want id:base64)", i+1)
 		}
+		if swapped(id, b64) {
+			return nil, fmt.Errorf("keyring: parse: entry %d: the text before ':' is a %d-byte base64 secret and the text after it is not: the halves look swapped (want id:base64)", i+1, KeySize)
+		}
 		if err := checkID(id); err != nil {
 			return nil, fmt.Errorf("keyring: parse: entry %d: %w", i+1, err)
 		}
@@ -195,6 +201,17 @@ func Parse(text string) (*Ring, error) {
 		keys = append(keys, Key{ID: id, Secret: secret})
 	}
 	return New(keys...)
+}
+
+// swapped reports whether an entry looks written secret first: its id part
+// decodes as a key's secret and its secret part does not. Such an id is
+// valid in the URL-safe alphabet, and must not be quoted.
+func swapped(id, b64 string) bool {
+	if s, err := decodeSecret(id); err != nil || len(s) != KeySize {
+		return false
+	}
+	s, err := decodeSecret(b64)
+	return err != nil || len(s) != KeySize
 }
 
 // decodeSecret decodes s in any of the four base64 variants.
