@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -229,4 +230,20 @@ func TestRedactorCacheKeepsLookalikeSecretSetsApart(t *testing.T) {
 		out := run(t, newExec(t, &toolrun.ExecutorOptions{Env: tt.second}, echo(tt.shown)), "t", call("c1", "echo", ""))
 		assert.NotContains(t, out[0].Message.Content, tt.shown, "the executor got another secret set's redactor")
 	}
+}
+
+// NewThread refuses an env value of an unknown type before it creates the
+// thread: nothing is left behind, and the error names the bad input, not
+// a store failure.
+func TestNewThreadWithAnUnknownEnvTypeCreatesNothing(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, triagePrompt(), toolrun.Side{})
+	_, err := w.rt.NewThread(ctx, "agent", &toolrun.ThreadOptions{ID: "t-bad", Env: map[string]toolrun.EnvValue{
+		"A_OK": {Value: "fine-value", Type: toolrun.VarText}, "B_BAD": {Value: "pw-0123456789", Type: "password"}, "C_BAD": {Value: "x", Type: "pin"}}})
+	require.Error(t, err)
+	assert.Equal(t, `toolrun: new thread: env "B_BAD": unknown type "password" (want "text" or "secret"; empty means "secret")`, err.Error())
+	var se *toolrun.StoreError
+	assert.False(t, errors.As(err, &se), "bad input is not a store failure: %v", err)
+	_, err = w.rt.Store().GetThread(ctx, "t-bad")
+	assert.ErrorIs(t, err, toolrun.ErrNotFound, "the refused thread was created")
 }

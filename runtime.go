@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -230,7 +232,9 @@ type ThreadOptions struct {
 	// UserID links the thread to a user account (whose env is the fourth
 	// link of the env chain).
 	UserID string
-	// Env is the thread env; values without a Type are secret.
+	// Env is the thread env; values without a Type are secret, and a Type
+	// other than VarText and VarSecret is refused before the thread is
+	// created.
 	Env map[string]EnvValue
 	// ParentID makes the thread a child of another thread.
 	ParentID string
@@ -246,6 +250,19 @@ func (rt *Runtime) NewThread(ctx context.Context, agent string, opts *ThreadOpti
 	}
 	if opts == nil {
 		opts = &ThreadOptions{}
+	}
+	// An unknown env type is refused before the thread exists, so that
+	// nothing is left behind.
+	for k, v := range opts.Env {
+		if !knownType(v.Type) {
+			for _, name := range slices.Sorted(maps.Keys(opts.Env)) { // the first in order, every time
+				if t := opts.Env[name].Type; !knownType(t) {
+					k, v.Type = name, t
+					break
+				}
+			}
+			return nil, fmt.Errorf("toolrun: new thread: env %q: unknown type %q (want %q or %q; empty means %q)", k, v.Type, VarText, VarSecret, VarSecret)
+		}
 	}
 	th := &Thread{ID: opts.ID, AgentID: agent, UserID: opts.UserID, ParentID: opts.ParentID}
 	if th.ID == "" {

@@ -482,6 +482,12 @@ func (rt *Runtime) childEnv(ctx context.Context, ts *turnState, b *batch, rel *S
 	if err != nil {
 		return nil, nil, err
 	}
+	for k, v := range parentEnv {
+		// A type written to the store directly counts as it is read: any
+		// type but text is secret.
+		v.Type = typeOr(v.Type)
+		parentEnv[k] = v
+	}
 	scoped := rt.scopedVars(child)
 	isScoped := map[string]bool{}
 	for _, v := range scoped {

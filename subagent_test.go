@@ -544,3 +544,25 @@ func TestAttachmentPathsCannotLeaveTheAttachmentsFolder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "shared", string(data))
 }
+
+// A parent's env value of a type toolrun does not know (written to the
+// store directly) is inherited by a child as the secret it counts as,
+// instead of failing the child's creation.
+func TestChildInheritsAnUnknownEnvTypeAsSecret(t *testing.T) {
+	tm := newTeam(t, nil)
+	ctx := context.Background()
+	require.NoError(t, tm.rt.Store().SetEnv(ctx, toolrun.ScopeThread, tm.thread, "DB_PASS", toolrun.EnvValue{Value: "pw-0123456789", Type: "password"}))
+	tm.lead.Add(scripted.Calls(scripted.Call("subagent_create", map[string]any{"agent": "bg_researcher", "message": "find X", "attachments": []any{}, "name": "r1", "arguments": map[string]any{"topic": "go"}})),
+		scripted.Text("started"))
+	tm.child.Add(scripted.Text("found"))
+	reply, err := tm.rt.Send(ctx, tm.thread, "start")
+	require.NoError(t, err)
+	tm.rt.Wait()
+	res := toolResults(reply.Messages, "subagent_create")
+	require.Len(t, res, 1)
+	ref := res[0].SubagentID
+	require.NotEmpty(t, ref, res[0].Content)
+	v, err := tm.rt.Store().GetEnv(ctx, toolrun.ScopeThread, ref, "DB_PASS")
+	require.NoError(t, err)
+	assert.Equal(t, toolrun.EnvValue{Value: "pw-0123456789", Type: toolrun.VarSecret}, v)
+}
