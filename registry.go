@@ -1,7 +1,10 @@
 package toolrun
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -13,6 +16,7 @@ import (
 	"sync/atomic"
 
 	"github.com/toolrun/toolrun/internal/schema"
+	"github.com/toolrun/toolrun/internal/schemadialect"
 )
 
 // Names of tools, prompts, agents and models: what model providers accept.
@@ -114,8 +118,9 @@ func (h warnHandler) WithGroup(name string) slog.Handler {
 // Register adds top-level definitions. It checks every definition first and
 // adds all of them or none: it refuses an invalid or reserved name, a name
 // already registered (whatever its kind), a definition without Execute, an
-// argument type or schema that does not compile, with a *RegistrationError
-// that names the problem.
+// argument type or schema that does not compile, or a schema whose $refs,
+// inlined for a model provider, would write more than 10,000 subschemas or
+// 1 MiB of JSON, with a *RegistrationError that names the problem.
 func (r *Registry) Register(defs ...Definition) error {
 	return r.register("", defs)
 }
@@ -162,6 +167,11 @@ func (r *Registry) register(ns string, defs []Definition) error {
 					re.Name = e.name
 				}
 				return err
+			}
+			if ft.schema != nil {
+				if err := checkProviderForm(e.name, "", ft.schema.JSON()); err != nil {
+					return err
+				}
 			}
 			ft.named(e.name, ns)
 			e.tool = ft
@@ -388,6 +398,11 @@ func (r *Registry) prepare(e *entry) error {
 		if err != nil {
 			return &RegistrationError{Name: e.name, Reason: "RequiredSchema: " + err.Error()}
 		}
+		if s != nil {
+			if err := checkProviderForm(e.name, "RequiredSchema: ", s.JSON()); err != nil {
+				return err
+			}
+		}
 		d.compiled = s
 		d.args = schema.NewArgs(s, nil)
 		return nil
@@ -431,6 +446,32 @@ func (r *Registry) prepare(e *entry) error {
 		return nil
 	}
 	return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("unsupported definition type %T", e.def)}
+}
+
+// providerDialects are the schema forms the providers of this module send.
+var providerDialects = []schemadialect.Dialect{
+	schemadialect.OpenAI, schemadialect.OpenAIStrict,
+	{NoTypeArrays: true}, {Strict: true, NoTypeArrays: true},
+}
+
+// checkProviderForm refuses a schema whose rewrite for a model provider
+// would pass the rewrite's bounds (schemadialect.MaxNodes subschemas,
+// schemadialect.MaxBytes of JSON): inlining copies a $ref's target at
+// every use, so a few KB of shared definitions can stand for gigabytes, and
+// the author should learn it here rather than from the first model request
+// that offers the tool. Only a schema with a $ref, or one near the byte
+// bound, can pass them; the others are not rewritten here. The providers
+// check again when they rewrite.
+func checkProviderForm(name, field string, params json.RawMessage) error {
+	if !bytes.Contains(params, []byte(`"$ref"`)) && len(params) < schemadialect.MaxBytes/2 {
+		return nil
+	}
+	for _, d := range providerDialects {
+		if _, _, err := schemadialect.Rewrite(params, d); errors.Is(err, schemadialect.ErrTooLarge) {
+			return &RegistrationError{Name: name, Reason: field + strings.TrimPrefix(err.Error(), "schemadialect: ")}
+		}
+	}
+	return nil
 }
 
 // limit is a count field of a definition, by its name in the definition,

@@ -108,8 +108,15 @@ func decodeValue(d *json.Decoder) (any, error) {
 	}
 }
 
-// encode writes v as compact JSON, objects in key order.
-func encode(buf *bytes.Buffer, v any) error {
+// errEncodeLimit is encode's error for a text longer than its limit.
+var errEncodeLimit = errors.New("encoded schema too long")
+
+// encode writes v as compact JSON, objects in key order. It fails with
+// errEncodeLimit once buf holds more than limit bytes (0: no limit).
+func encode(buf *bytes.Buffer, v any, limit int) error {
+	if limit > 0 && buf.Len() > limit {
+		return errEncodeLimit
+	}
 	switch x := v.(type) {
 	case *object:
 		buf.WriteByte('{')
@@ -120,7 +127,7 @@ func encode(buf *bytes.Buffer, v any) error {
 			kb, _ := json.Marshal(k)
 			buf.Write(kb)
 			buf.WriteByte(':')
-			if err := encode(buf, x.vals[k]); err != nil {
+			if err := encode(buf, x.vals[k], limit); err != nil {
 				return err
 			}
 		}
@@ -131,7 +138,7 @@ func encode(buf *bytes.Buffer, v any) error {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			if err := encode(buf, e); err != nil {
+			if err := encode(buf, e, limit); err != nil {
 				return err
 			}
 		}
@@ -142,6 +149,9 @@ func encode(buf *bytes.Buffer, v any) error {
 			return err
 		}
 		buf.Write(b)
+	}
+	if limit > 0 && buf.Len() > limit {
+		return errEncodeLimit
 	}
 	return nil
 }

@@ -13,6 +13,12 @@
 // validates arguments against the tool's own schema. Each change that drops
 // or loosens something is reported as a Note; LogNotes logs them.
 //
+// Inlining writes a copy of a $ref's target at every use, so a definition
+// shared by two properties of a shared definition doubles at each level: a
+// 2 KB schema can stand for gigabytes. A rewrite that would write more than
+// MaxNodes subschemas, or more than MaxBytes of JSON, fails with an error
+// wrapping ErrTooLarge instead.
+//
 //	out, notes, err := schemadialect.Rewrite(tool.Parameters, schemadialect.OpenAIStrict)
 //	schemadialect.LogNotes(logger, "openai", tool.Name, notes)
 package schemadialect
@@ -86,10 +92,24 @@ func Incompatible(notes []Note) bool {
 	return slices.ContainsFunc(notes, func(n Note) bool { return n.Incompatible })
 }
 
+// The bounds of one rewrite: how many subschemas it may write (every copy
+// of an inlined $ref target counts) and how long its JSON text may be. A
+// schema a model can sensibly be shown stays far below both.
+const (
+	MaxNodes = 10_000
+	MaxBytes = 1 << 20
+)
+
+// ErrTooLarge is wrapped by the error of a rewrite that would pass MaxNodes
+// or MaxBytes.
+var ErrTooLarge = errors.New("schema too large once rewritten for a provider")
+
 // Rewrite returns schema rewritten for d, and the notes about what it
 // dropped or loosened. A nil or empty schema, or JSON null, becomes an
-// object schema with no properties. It fails for text that is not JSON and
-// for a root that is not an object schema.
+// object schema with no properties. It fails for text that is not JSON,
+// for a root that is not an object schema, and, with an error wrapping
+// ErrTooLarge that names the $ref inlined most often, for a schema whose
+// rewrite would pass MaxNodes subschemas or MaxBytes of JSON.
 func Rewrite(schema json.RawMessage, d Dialect) (json.RawMessage, []Note, error) {
 	var root *object
 	if s := bytes.TrimSpace(schema); len(s) == 0 || string(s) == "null" {
@@ -109,8 +129,11 @@ func Rewrite(schema json.RawMessage, d Dialect) (json.RawMessage, []Note, error)
 		}
 		root = o
 	}
-	w := &walker{d: d, root: root}
+	w := &walker{d: d, root: root, inlined: map[string]int{}}
 	out := w.schema(root, "", nil)
+	if w.over != "" {
+		return nil, nil, w.tooLarge(fmt.Sprintf("writes more than %d subschemas", MaxNodes), w.over)
+	}
 	o, ok := out.(*object)
 	if !ok {
 		o = newObject()
@@ -119,7 +142,10 @@ func Rewrite(schema json.RawMessage, d Dialect) (json.RawMessage, []Note, error)
 		return nil, w.notes, err
 	}
 	var buf bytes.Buffer
-	if err := encode(&buf, o); err != nil {
+	if err := encode(&buf, o, MaxBytes); err != nil {
+		if errors.Is(err, errEncodeLimit) {
+			return nil, nil, w.tooLarge(fmt.Sprintf("is longer than %d bytes", MaxBytes), "")
+		}
 		return nil, w.notes, err
 	}
 	return buf.Bytes(), w.notes, nil
@@ -130,6 +156,32 @@ type walker struct {
 	root  *object
 	notes []Note
 	depth int
+	// nodes counts the subschemas written; over is the path at which it
+	// passed MaxNodes, after which the walk writes nothing more.
+	nodes int
+	over  string
+	// inlined counts the copies written of each $ref's target.
+	inlined map[string]int
+}
+
+// tooLarge words the error of a rewrite past its bounds: what passed which
+// bound, where, and the $ref whose target was copied most often, which is
+// what to turn into something smaller.
+func (w *walker) tooLarge(what, path string) error {
+	msg := "rewriting the schema " + what
+	if path != "" {
+		msg += " (at " + path + ")"
+	}
+	ref, n := "", 0
+	for r, c := range w.inlined {
+		if c > n || c == n && r < ref {
+			ref, n = r, c
+		}
+	}
+	if n > 1 {
+		msg += fmt.Sprintf("; $ref %q is inlined %d times (every use of a $ref writes a copy of its target)", ref, n)
+	}
+	return fmt.Errorf("schemadialect: %w: %s", ErrTooLarge, msg)
 }
 
 func (w *walker) note(path, kw, reason string, incompatible bool) {
@@ -168,6 +220,16 @@ func (w *walker) schema(v any, path string, stack []string) any {
 			return newObject()
 		}
 		return v // booleans and malformed values pass through
+	}
+	if w.over != "" {
+		return newObject()
+	}
+	if w.nodes++; w.nodes > MaxNodes {
+		w.over = path
+		if w.over == "" {
+			w.over = "/"
+		}
+		return newObject()
 	}
 	w.depth++
 	defer func() { w.depth-- }()
@@ -254,6 +316,7 @@ func (w *walker) inline(o *object, ref any, path string, stack []string, newStac
 		merged.del("$ref")
 	}
 	*newStack = append(slices.Clip(stack), s)
+	w.inlined[s]++
 	if inner, ok := merged.get("$ref"); ok {
 		return w.inline(merged, inner, path, *newStack, newStack)
 	}
@@ -565,5 +628,5 @@ func (w *walker) fixRoot(o *object) error {
 
 func sameJSON(a, b any) bool {
 	var ba, bb bytes.Buffer
-	return encode(&ba, a) == nil && encode(&bb, b) == nil && bytes.Equal(ba.Bytes(), bb.Bytes())
+	return encode(&ba, a, 0) == nil && encode(&bb, b, 0) == nil && bytes.Equal(ba.Bytes(), bb.Bytes())
 }
