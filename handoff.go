@@ -23,9 +23,9 @@ func (rt *Runtime) handoffHandler(ts *turnState, name string, a *Agent, cfg *Sub
 		spec.Description = "Hand off the conversation to the " + a.Name + " agent."
 	}
 	args := noSchemaArgs
-	if p, ok := rt.reg.Prompt(a.SideA.Prompt); ok && p.compiled != nil {
-		spec.Parameters = p.compiled.JSON()
-		args = p.args
+	if p, ok := rt.reg.Prompt(a.SideA.Prompt); ok && p.compiled() != nil {
+		spec.Parameters = p.compiled().JSON()
+		args = p.args()
 	}
 	return &handler{name: name, kind: kindHandoff, spec: spec, args: args,
 		run: func(ctx context.Context, c call) (Result, error) {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/toolrun/toolrun/internal/schema"
 )
@@ -19,7 +20,9 @@ import (
 // does not see their results — the caller gets the text and a "Tool
 // Executions" summary.
 //
-// A Prompt must not be modified after it is registered.
+// A Prompt must not be modified after it is registered. Its RequiredSchema
+// is compiled by the first registration that succeeds; a Prompt may then be
+// registered in other registries too, and each uses that compiled schema.
 type Prompt struct {
 	// Name identifies the prompt; it is also its tool name.
 	Name string
@@ -64,8 +67,62 @@ type Prompt struct {
 	// prompt runs as a tool.
 	Variables []Variable
 
-	compiled *schema.Schema // RequiredSchema, compiled at registration
-	args     *schema.Args   // the argument route of calls of the prompt as a tool
+	// prepared holds the *preparedPrompt of this prompt: set once, by the
+	// first registration that succeeds, and never changed after, so that
+	// registering the prompt again (in another registry, or by mistake and
+	// refused) writes nothing to it. An atomic.Value rather than an
+	// atomic.Pointer, which go vet forbids copying: a Prompt may be copied
+	// as a value (a template). Its owner field makes such a copy compile a
+	// schema of its own rather than use the original's.
+	prepared atomic.Value
+}
+
+// preparedPrompt is what registration compiles of a prompt.
+type preparedPrompt struct {
+	owner  *Prompt        // the prompt it was compiled for
+	schema *schema.Schema // RequiredSchema compiled; nil: no arguments
+	args   *schema.Args   // the argument route of calls of the prompt as a tool
+}
+
+// unprepared stands for the compiled form of a prompt never registered.
+var unprepared = &preparedPrompt{args: schema.NewArgs(nil, nil)}
+
+// compiled returns the prompt's RequiredSchema as compiled at registration,
+// nil when it has none (or is not registered).
+func (p *Prompt) compiled() *schema.Schema { return p.prep().schema }
+
+// args returns the argument route of calls of the prompt as a tool.
+func (p *Prompt) args() *schema.Args { return p.prep().args }
+
+func (p *Prompt) prep() *preparedPrompt {
+	if c := p.ownPrepared(); c != nil {
+		return c
+	}
+	return unprepared
+}
+
+// ownPrepared returns what a registration compiled of p, nil before the
+// first one succeeded (a copy of a registered prompt has none of its own).
+func (p *Prompt) ownPrepared() *preparedPrompt {
+	if c, _ := p.prepared.Load().(*preparedPrompt); c != nil && c.owner == p {
+		return c
+	}
+	return nil
+}
+
+// setPrepared gives p what a successful registration compiled, unless a
+// registration did so first: the registrations compiled the same
+// RequiredSchema, and the one set is never replaced.
+func (p *Prompt) setPrepared(c *preparedPrompt) {
+	for {
+		cur := p.prepared.Load()
+		if old, _ := cur.(*preparedPrompt); old != nil && old.owner == p {
+			return
+		}
+		if p.prepared.CompareAndSwap(cur, c) {
+			return
+		}
+	}
 }
 
 func (p *Prompt) definitionName() string { return p.Name }

@@ -12,10 +12,10 @@ import (
 // the result and names the init properties; nil means the defaults.
 func (rt *Runtime) promptHandler(ts *turnState, name string, p *Prompt, cfg *SubpromptConfig) *handler {
 	spec := ToolSpec{Name: name, Description: p.ToolDescription}
-	if p.compiled != nil {
-		spec.Parameters = p.compiled.JSON()
+	if s := p.compiled(); s != nil {
+		spec.Parameters = s.JSON()
 	}
-	return &handler{name: name, kind: kindPrompt, spec: spec, args: p.args, variables: p.Variables,
+	return &handler{name: name, kind: kindPrompt, spec: spec, args: p.args(), variables: p.Variables,
 		run: func(ctx context.Context, c call) (Result, error) { return rt.runPromptTool(ctx, ts, c, p, cfg) }}
 }
 
@@ -30,7 +30,7 @@ func (rt *Runtime) promptHandler(ts *turnState, name string, p *Prompt, cfg *Sub
 // caller's error result is stored first, as for any aborting call.
 func (rt *Runtime) runPromptTool(ctx context.Context, ts *turnState, c call, p *Prompt, cfg *SubpromptConfig) (Result, error) {
 	var argMap map[string]any
-	if fail := p.args.Decode(c.args, &argMap); fail != nil {
+	if fail := p.args().Decode(c.args, &argMap); fail != nil {
 		return argumentsResult(fail, "Prompt tool"), nil
 	}
 	model, ok := rt.reg.Model(p.Model)

@@ -70,6 +70,9 @@ type entry struct {
 	namespace string
 	tool      *funcTool
 	def       Definition
+	// prompt is what prepare compiled of a *Prompt definition, given to the
+	// prompt only once the registration succeeds.
+	prompt *preparedPrompt
 }
 
 // NewRegistry returns an empty registry.
@@ -207,6 +210,9 @@ func (r *Registry) register(ns string, defs []Definition) error {
 	}
 	r.gen.Add(1)
 	for _, e := range entries {
+		if p, ok := e.def.(*Prompt); ok {
+			p.setPrepared(e.prompt)
+		}
 		r.names[e.name] = e
 		r.index.Store(e.name, e)
 		var defaults map[string]string
@@ -394,6 +400,9 @@ func (r *Registry) prepare(e *entry) error {
 		if err := checkLimits(e.name, limit{"History.Messages", d.History.Messages}, limit{"History.Tokens", d.History.Tokens}); err != nil {
 			return err
 		}
+		if e.prompt = d.ownPrepared(); e.prompt != nil {
+			return nil // compiled by a registration that succeeded
+		}
 		s, err := compileRequiredSchema(e.name, d.RequiredSchema)
 		if err != nil {
 			return &RegistrationError{Name: e.name, Reason: "RequiredSchema: " + err.Error()}
@@ -403,8 +412,9 @@ func (r *Registry) prepare(e *entry) error {
 				return err
 			}
 		}
-		d.compiled = s
-		d.args = schema.NewArgs(s, nil)
+		// Nothing is written to d here: the registration may yet be
+		// refused, and d may be in use by another registry.
+		e.prompt = &preparedPrompt{owner: d, schema: s, args: schema.NewArgs(s, nil)}
 		return nil
 	case *Agent:
 		if err := checkLimits(e.name, limit{"MaxSessionTurns", d.MaxSessionTurns}); err != nil {

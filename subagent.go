@@ -162,9 +162,9 @@ func (rt *Runtime) createSpec(rels []SubagentRelationship) ToolSpec {
 			desc.WriteString(": " + r.Description)
 		}
 		if a, ok := rt.reg.Agent(r.Agent); ok {
-			if p, ok := rt.reg.Prompt(a.SideA.Prompt); ok && p.compiled != nil {
-				argSchemas = append(argSchemas, p.compiled.Doc())
-				fmt.Fprintf(&desc, " Arguments: %s.", p.compiled.JSON())
+			if p, ok := rt.reg.Prompt(a.SideA.Prompt); ok && p.compiled() != nil {
+				argSchemas = append(argSchemas, p.compiled().Doc())
+				fmt.Fprintf(&desc, " Arguments: %s.", p.compiled().JSON())
 			}
 		}
 	}
@@ -284,12 +284,12 @@ func (rt *Runtime) createSubagent(ctx context.Context, ts *turnState, b *batch, 
 			Error: fmt.Sprintf("Subagent %q was not created: its thread would be %d subagent levels below its root thread, past the limit of %d.", rel.name(), depth+1, rt.ex.maxNest)}, nil
 	}
 	// The arguments must satisfy the child's side-A prompt's RequiredSchema.
-	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled != nil {
+	if p, ok := rt.reg.Prompt(child.SideA.Prompt); ok && p.compiled() != nil {
 		var v any = map[string]any{}
 		if argMap != nil {
 			v = argMap
 		}
-		if issues := p.compiled.Validate(roundTrip(v)); len(issues) > 0 {
+		if issues := p.compiled().Validate(roundTrip(v)); len(issues) > 0 {
 			paths := make([]any, len(issues))
 			for i, is := range issues {
 				paths[i] = is.Path
