@@ -101,9 +101,15 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 		return s.checkScalar(n, tNull, nil), nil
 	default:
 		start := s.i
+		exp := false
 		for s.i < len(s.b) {
 			c := s.b[s.i]
-			if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' {
+				s.i++
+				continue
+			}
+			if c == 'e' || c == 'E' {
+				exp = true
 				s.i++
 				continue
 			}
@@ -113,7 +119,12 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 			s.unsupported = true // not a JSON value: the full path reports it
 			return false, nil
 		}
-		f, err := strconv.ParseFloat(s.b[start:s.i], 64)
+		tok := s.b[start:s.i]
+		if len(tok) > MaxNumberLen || exp && numberTooBig(tok) != "" {
+			s.unsupported = true // refused by its size: the full path says so
+			return false, nil
+		}
+		f, err := strconv.ParseFloat(tok, 64)
 		if err != nil {
 			s.unsupported = true // out of range: let the full path decide
 			return false, nil

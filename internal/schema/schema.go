@@ -293,14 +293,16 @@ var printer = message.NewPrinter(language.English)
 // Validate checks v, a value decoded by [Decode], and returns every failing
 // location, sorted by path then message. It returns nil when v is valid.
 func (s *Schema) Validate(v any) []Issue {
-	if s.fast != nil && s.fast.valid(v) {
-		return nil
-	}
 	// The validator reads a number as an exact fraction, at a cost that
 	// grows with the square of its digits: a model's number of a million
-	// digits would take seconds, which ctx cannot interrupt.
-	if path, n := longNumber(v); n > 0 {
-		return []Issue{{Path: path, Message: fmt.Sprintf("a number of %d characters; numbers may have at most %d", n, MaxNumberLen)}}
+	// digits (or of 1e999999, eight characters) would take seconds, which
+	// ctx cannot interrupt. Such a number is refused wherever it stands,
+	// before the fast path, which refuses it too.
+	if path, msg := longNumber(v); msg != "" {
+		return []Issue{{Path: path, Message: msg}}
+	}
+	if s.fast != nil && s.fast.valid(v) {
+		return nil
 	}
 	err := s.compiled.Validate(v)
 	if err == nil {
@@ -330,47 +332,46 @@ func (s *Schema) Validate(v any) []Issue {
 }
 
 // MaxNumberLen is the most characters a number in validated arguments may
-// have: far more than any exact integer or decimal a tool takes.
+// have, and the most digits it may have once its exponent is written out:
+// far more than any exact integer or decimal a tool takes.
 const MaxNumberLen = 1000
 
-// longNumber returns the path and length of the first number in v longer
-// than MaxNumberLen, or 0 when there is none. Paths are joined as the
+// longNumber returns the path of the first number in v that numberTooBig
+// refuses and why, or "", "" when there is none. Paths are joined as the
 // validator's issues are; one is built only for the number found.
-func longNumber(v any) (string, int) {
+func longNumber(v any) (path, msg string) {
 	var keys []string // the path to the number, innermost first
-	var find func(v any) int
-	find = func(v any) int {
+	var find func(v any) string
+	find = func(v any) string {
 		switch x := v.(type) {
 		case json.Number:
-			if len(x) > MaxNumberLen {
-				return len(x)
-			}
+			return numberTooBig(string(x))
 		case map[string]any:
 			for k, el := range x {
-				if n := find(el); n > 0 {
+				if m := find(el); m != "" {
 					keys = append(keys, k)
-					return n
+					return m
 				}
 			}
 		case []any:
 			for i, el := range x {
-				if n := find(el); n > 0 {
+				if m := find(el); m != "" {
 					keys = append(keys, strconv.Itoa(i))
-					return n
+					return m
 				}
 			}
 		}
-		return 0
+		return ""
 	}
-	n := find(v)
-	if n == 0 {
-		return "", 0
+	msg = find(v)
+	if msg == "" {
+		return "", ""
 	}
 	if len(keys) == 0 {
-		return "root", n
+		return "root", msg
 	}
 	slices.Reverse(keys)
-	return strings.Join(keys, "."), n
+	return strings.Join(keys, "."), msg
 }
 
 func collect(e *validator.ValidationError, out *[]Issue) {

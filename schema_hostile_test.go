@@ -1,0 +1,51 @@
+package toolrun_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/toolrun/toolrun"
+	"github.com/toolrun/toolrun/toolruntest"
+)
+
+// schemaRawTool is a RawFunc over schema that records whether it ran.
+func schemaRawTool(schema string, ran *bool) *toolrun.RawFunc {
+	return &toolrun.RawFunc{Name: "t", Schema: json.RawMessage(schema),
+		Execute: func(ctx context.Context, s toolrun.ThreadState, args json.RawMessage) (toolrun.Result, error) {
+			*ran = true
+			return toolrun.Text("ran with " + string(args)), nil
+		}}
+}
+
+// A number written with a large exponent is a few characters but a
+// million digits for the validator's exact arithmetic (about 25 ms each,
+// which ctx cannot interrupt): it is refused by its size, like a number of
+// more than 1,000 characters, on the raw and the typed route.
+func TestNumberWithAHugeExponentIsRefusedByItsSize(t *testing.T) {
+	many := `{"n":1,"x":[` + strings.Repeat("1e999999,", 199) + `1e999999]}`
+	for _, in := range []string{`{"n":1e999999}`, `{"n":1E-999999}`, many} {
+		var ran bool
+		tool := schemaRawTool(`{"type":"object","properties":{"n":{"type":"integer"},"x":{"type":"array","uniqueItems":true}}}`, &ran)
+		r := toolruntest.Call(t, tool, toolruntest.NewState(t, nil), in)
+		assert.False(t, ran, "%.40s: a number of a million digits reached the tool", in)
+		assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+		assert.Contains(t, r.Error, "digits when written out; numbers may have at most 1000", in)
+	}
+	type args struct {
+		N float64 `json:"n"`
+	}
+	typed := &toolrun.Func[args]{Name: "typed", Execute: func(ctx context.Context, s toolrun.ThreadState, a args) (toolrun.Result, error) {
+		return toolrun.Text("ran"), nil
+	}}
+	st := toolruntest.NewState(t, nil)
+	r := toolruntest.Call(t, typed, st, `{"n":1e-999999}`)
+	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+	assert.Contains(t, r.Error, "[n] a number of 1000000 digits when written out")
+	// An exponent within the limit is an ordinary number.
+	r = toolruntest.Call(t, typed, st, `{"n":2.5e10}`)
+	assert.Equal(t, toolrun.StatusSuccess, r.Status, r.Error)
+}
