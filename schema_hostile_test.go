@@ -49,3 +49,19 @@ func TestNumberWithAHugeExponentIsRefusedByItsSize(t *testing.T) {
 	r = toolruntest.Call(t, typed, st, `{"n":2.5e10}`)
 	assert.Equal(t, toolrun.StatusSuccess, r.Status, r.Error)
 }
+
+// Number keywords on a property without "type" are checked: the fast path
+// met the exact numbers the validator reads (json.Number) with a float64
+// check only, and let every value through.
+func TestTypelessNumberKeywordsAreChecked(t *testing.T) {
+	schema := `{"type":"object","properties":{"limit":{"description":"1 to 10","minimum":1,"maximum":10},"mode":{"enum":[1,2]},"v":{"const":3}}}`
+	for _, in := range []string{`{"limit":1000000}`, `{"limit":0.5}`, `{"mode":3}`, `{"v":4}`} {
+		var ran bool
+		r := toolruntest.Call(t, schemaRawTool(schema, &ran), toolruntest.NewState(t, nil), in)
+		assert.False(t, ran, "%s passed: %s", in, r.Content)
+		assert.Equal(t, "invalid_arguments", r.ErrorCode, in)
+	}
+	var ran bool
+	r := toolruntest.Call(t, schemaRawTool(schema, &ran), toolruntest.NewState(t, nil), `{"limit":10,"mode":2.0,"v":3}`)
+	assert.True(t, ran, r.Error)
+}

@@ -1,8 +1,10 @@
 package schema
 
 import (
+	"encoding/json"
 	"math"
 	"regexp"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -21,8 +23,8 @@ type fastNode struct {
 	enum       []any
 	hasConst   bool
 	constVal   any
-	min, max   *float64
-	xmin, xmax *float64
+	min, max   *bound
+	xmin, xmax *bound
 	minLen     int
 	maxLen     int // -1: none
 	minItems   int
@@ -128,19 +130,20 @@ func compileFast(doc any) *fastNode {
 		case "const":
 			n.hasConst, n.constVal = true, v
 		case "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum":
-			f, ok := number(v)
+			x, ok := numberOf(v)
 			if !ok {
 				return nil
 			}
+			b := &bound{f: x.f, safe: x.tieSafe()}
 			switch k {
 			case "minimum":
-				n.min = &f
+				n.min = b
 			case "maximum":
-				n.max = &f
+				n.max = b
 			case "exclusiveMinimum":
-				n.xmin = &f
+				n.xmin = b
 			default:
-				n.xmax = &f
+				n.xmax = b
 			}
 		case "minLength", "maxLength", "minItems", "maxItems":
 			f, ok := number(v)
@@ -214,7 +217,10 @@ func number(v any) (float64, bool) {
 	return 0, false
 }
 
-// valid reports whether v, decoded by encoding/json, satisfies n.
+// valid reports whether v, decoded by encoding/json (numbers as float64,
+// or as json.Number), satisfies n. It says false whenever it cannot be sure
+// (a number whose float64 does not settle the comparison): the validator,
+// which compares numbers exactly, then decides.
 func (n *fastNode) valid(v any) bool {
 	if n.types != 0 {
 		var bit uint8
@@ -227,6 +233,15 @@ func (n *fastNode) valid(v any) bool {
 			bit = tNum
 			if x == math.Trunc(x) && !math.IsInf(x, 0) {
 				bit |= tInt
+			}
+		case json.Number:
+			bit = tNum
+			f, _ := strconv.ParseFloat(string(x), 64)
+			isInt, sure := intness(string(x), f)
+			if isInt {
+				bit |= tInt
+			} else if !sure && n.types&tInt != 0 && n.types&tNum == 0 {
+				return false // 5.0000000000000001: only the validator can tell
 			}
 		case string:
 			bit = tStr
@@ -241,25 +256,18 @@ func (n *fastNode) valid(v any) bool {
 			return false
 		}
 	}
-	if n.enum != nil {
-		found := false
-		for _, e := range n.enum {
-			if jsonEqual(e, v) {
-				found = true
-				break
-			}
-		}
-		if !found {
+	if n.enum != nil && !inEnum(n.enum, v) {
+		return false
+	}
+	if n.hasConst {
+		if eq, sure := jsonEqual(n.constVal, v); !eq || !sure {
 			return false
 		}
 	}
-	if n.hasConst && !jsonEqual(n.constVal, v) {
-		return false
-	}
 	switch x := v.(type) {
-	case float64:
-		if n.min != nil && x < *n.min || n.max != nil && x > *n.max ||
-			n.xmin != nil && x <= *n.xmin || n.xmax != nil && x >= *n.xmax {
+	case float64, json.Number:
+		num, _ := numberOf(x)
+		if ok, sure := n.inBounds(num); !ok || !sure {
 			return false
 		}
 	case string:
@@ -307,45 +315,97 @@ func (n *fastNode) valid(v any) bool {
 	return true
 }
 
-// jsonEqual compares two decoded JSON values (numbers by value).
-func jsonEqual(a, b any) bool {
-	fa, aNum := number(a)
-	fb, bNum := number(b)
+// inBounds reports whether x satisfies n's minimum, maximum and exclusive
+// bounds, and whether that is certain.
+func (n *fastNode) inBounds(x num) (ok, sure bool) {
+	sure = true
+	check := func(b *bound, pass func(c int) bool) bool {
+		if b == nil {
+			return true
+		}
+		c, s := x.cmp(b)
+		if !s {
+			sure = false
+			return true
+		}
+		return pass(c)
+	}
+	ok = check(n.min, func(c int) bool { return c >= 0 }) &&
+		check(n.max, func(c int) bool { return c <= 0 }) &&
+		check(n.xmin, func(c int) bool { return c > 0 }) &&
+		check(n.xmax, func(c int) bool { return c < 0 })
+	if !ok {
+		return false, true
+	}
+	return true, sure
+}
+
+// inEnum reports whether v is certainly one of enum's values.
+func inEnum(enum []any, v any) bool {
+	for _, e := range enum {
+		if eq, sure := jsonEqual(e, v); eq && sure {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonEqual compares two decoded JSON values, numbers by value. sure is
+// false when two numbers have the same float64 but that does not prove
+// them equal (1 and 1.0000000000000000001).
+func jsonEqual(a, b any) (eq, sure bool) {
+	na, aNum := numberOf(a)
+	nb, bNum := numberOf(b)
 	if aNum || bNum {
-		return aNum && bNum && fa == fb
+		if !aNum || !bNum || na.f != nb.f {
+			return false, true
+		}
+		if na.tieSafe() && nb.tieSafe() {
+			return true, true
+		}
+		return false, false
 	}
 	switch x := a.(type) {
 	case nil:
-		return b == nil
+		return b == nil, true
 	case bool:
 		y, ok := b.(bool)
-		return ok && x == y
+		return ok && x == y, true
 	case string:
 		y, ok := b.(string)
-		return ok && x == y
+		return ok && x == y, true
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
-			return false
+			return false, true
 		}
+		sure = true
 		for i := range x {
-			if !jsonEqual(x[i], y[i]) {
-				return false
+			eq, s := jsonEqual(x[i], y[i])
+			if s && !eq {
+				return false, true
 			}
+			sure = sure && s
 		}
-		return true
+		return sure, sure
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
-			return false
+			return false, true
 		}
+		sure = true
 		for k, e := range x {
 			f, ok := y[k]
-			if !ok || !jsonEqual(e, f) {
-				return false
+			if !ok {
+				return false, true
 			}
+			eq, s := jsonEqual(e, f)
+			if s && !eq {
+				return false, true
+			}
+			sure = sure && s
 		}
-		return true
+		return sure, sure
 	}
-	return false
+	return false, true
 }

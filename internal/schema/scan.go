@@ -200,10 +200,17 @@ func (s *scanner) checkScalar(n *fastNode, bit uint8, v any) bool {
 	if n.types != 0 && n.types&bit == 0 {
 		return false
 	}
-	if n.enum != nil && !inEnum(n.enum, v) {
+	if n.enum != nil && !s.inEnum(n.enum, v) {
 		return false
 	}
-	return !n.hasConst || jsonEqual(n.constVal, v)
+	if !n.hasConst {
+		return true
+	}
+	eq, sure := jsonEqual(n.constVal, v)
+	if !sure {
+		s.unsupported = true
+	}
+	return eq && sure
 }
 
 func (s *scanner) checkNumber(n *fastNode, f float64) bool {
@@ -227,8 +234,8 @@ func (s *scanner) checkNumber(n *fastNode, f float64) bool {
 		s.unsupported = true
 		return false
 	}
-	return !(n.min != nil && f < *n.min || n.max != nil && f > *n.max ||
-		n.xmin != nil && f <= *n.xmin || n.xmax != nil && f >= *n.xmax)
+	return !(n.min != nil && f < n.min.f || n.max != nil && f > n.max.f ||
+		n.xmin != nil && f <= n.xmin.f || n.xmax != nil && f >= n.xmax.f)
 }
 
 func (s *scanner) checkString(n *fastNode, raw string, escaped bool) bool {
@@ -272,9 +279,16 @@ func (s *scanner) checkString(n *fastNode, raw string, escaped bool) bool {
 	return n.pattern == nil || n.pattern.MatchString(raw)
 }
 
-func inEnum(enum []any, v any) bool {
+// inEnum is inEnum for the scan: a value that might equal an enum value
+// without the fast path being sure is left to the full path.
+func (s *scanner) inEnum(enum []any, v any) bool {
 	for _, e := range enum {
-		if jsonEqual(e, v) {
+		eq, sure := jsonEqual(e, v)
+		if !sure {
+			s.unsupported = true
+			return false
+		}
+		if eq {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,6 +11,32 @@ import (
 var diffSchemas = []string{
 	`{"type":"object","properties":{"q":{"type":"string","minLength":1,"maxLength":5,"pattern":"^[a-z]+$"},"n":{"type":"integer","minimum":1,"maximum":10},"e":{"enum":["a","b",1]},"t":{"type":"array","items":{"type":"number","exclusiveMinimum":0},"minItems":1,"maxItems":3},"o":{"type":"object","properties":{"x":{"type":["string","null"]}},"additionalProperties":false},"m":{"type":"object","additionalProperties":{"type":"boolean"}},"c":{"const":{"k":[1,2]}}},"required":["q"],"additionalProperties":false}`,
 	`{"type":"object","properties":{"f":{"type":"number","exclusiveMaximum":5},"s":{"type":"string","format":"email"}}}`,
+	// Number keywords without "type": the fast path meets json.Number there.
+	`{"type":"object","properties":{"limit":{"description":"1 to 10","minimum":1,"maximum":10},"e":{"enum":[1,2.5,"x"]},"c":{"const":5},"big":{"maximum":9223372036854775807},"x":{"exclusiveMinimum":0.1}}}`,
+}
+
+// hardNumbers are inputs whose numbers float64 cannot settle against the
+// schema of diffSchemas they are for (it rounds them onto a bound, an enum
+// value or an integer, or an exponent hides what they are): the fast path
+// must leave them to the validator when it reads them exactly.
+var hardNumbers = []struct {
+	schema int
+	in     string
+}{
+	{0, `{"q":"a","n":5.0000000000000001}`}, {0, `{"q":"a","n":10.000000000000001}`}, {0, `{"q":"a","n":1e-400}`},
+	{0, `{"q":"a","n":1e1}`}, {0, `{"q":"a","e":1.0000000000000000001}`}, {0, `{"q":"a","t":[1e-400]}`},
+	{1, `{"f":4.9999999999999999}`}, {2, `{"limit":10.0000000000000001}`}, {2, `{"limit":0.99999999999999999}`},
+	{2, `{"e":2.50000000000000001}`}, {2, `{"c":5.0000000000000001}`}, {2, `{"c":5e0}`},
+	{2, `{"big":9223372036854775807}`}, {2, `{"big":9223372036854775808}`}, {2, `{"x":0.1000000000000000055511151231257827}`},
+}
+
+func isHard(in string) bool {
+	return slices.ContainsFunc(hardNumbers, func(h struct {
+		schema int
+		in     string
+	}) bool {
+		return h.in == in
+	})
 }
 
 func compileTest(t testing.TB, doc string) *Schema {
@@ -41,20 +68,78 @@ func TestFastPathAgreesWithTheValidator(t *testing.T) {
 		`{"q":"a","m":{"k":true}}`, `{"q":"a","m":{"k":"no"}}`,
 		`{"q":"a","c":{"k":[1,2]}}`, `{"q":"a","c":{"k":[2,1]}}`, `null`, `[]`, `"x"`,
 		`{"f":4.9}`, `{"f":5}`, `{"s":"not-an-email"}`, `{"q":"héé"}`,
+		`{"q":"a","n":10.0}`, `{"q":"a","n":2.5e0}`, `{"f":5.0}`, `{"f":-1e300}`,
+		`{"limit":1000000}`, `{"limit":10}`, `{"limit":10.0}`, `{"limit":1}`, `{"limit":0.5}`, `{"limit":-3}`,
+		`{"e":2.5}`, `{"e":2.50}`, `{"e":1.0}`, `{"e":3}`, `{"e":"x"}`, `{"e":true}`,
+		`{"c":5}`, `{"c":5.0}`, `{"c":6}`, `{"c":"5"}`, `{"big":1}`, `{"big":1e19}`, `{"big":-1e300}`,
+		`{"x":0.1}`, `{"x":0.10000000000001}`, `{"x":0.09999999999999}`, `{"x":1e-400}`,
 	}
 	for _, d := range diffSchemas {
 		s := compileTest(t, d)
-		for _, in := range inputs {
-			v, err := Decode([]byte(in))
-			if err != nil {
-				t.Fatal(err)
-			}
-			fast := s.fast.valid(v)
-			full := s.compiled.Validate(v) == nil
-			if fast != full {
-				t.Errorf("schema %.40s… input %s: fast=%v validator=%v", d, in, fast, full)
+		all := slices.Clone(inputs)
+		for _, h := range hardNumbers {
+			all = append(all, h.in)
+		}
+		for _, in := range all {
+			// Both decodings the fast path meets: float64 (Decode) and
+			// json.Number (decodeExact, as Args validates).
+			for _, dec := range []func([]byte) (any, error){Decode, decodeExact} {
+				v, err := dec([]byte(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fast := s.fast.valid(v)
+				full := s.compiled.Validate(v) == nil
+				if fast && !full {
+					t.Errorf("schema %.40s… input %s (%T numbers): the fast path accepted what the validator refuses", d, in, v)
+				}
+				if fast != full && !isHard(in) {
+					t.Errorf("schema %.40s… input %s: fast=%v validator=%v", d, in, fast, full)
+				}
 			}
 		}
+	}
+}
+
+// The numbers of hardNumbers, read exactly, are left to the validator
+// (else the test above would not be testing anything), and the validator
+// decides them both ways.
+func TestFastPathLeavesUnsettledNumbersToTheValidator(t *testing.T) {
+	verdicts := map[bool]int{}
+	for _, h := range hardNumbers {
+		s := compileTest(t, diffSchemas[h.schema])
+		v, _ := decodeExact([]byte(h.in))
+		if s.fast.valid(v) {
+			t.Errorf("%s: the fast path answered", h.in)
+		}
+		verdicts[s.compiled.Validate(v) == nil]++
+	}
+	if verdicts[true] == 0 || verdicts[false] == 0 {
+		t.Errorf("validator verdicts %v: want both", verdicts)
+	}
+}
+
+// The route of prompt tools and handoffs (a generic object) checks number
+// keywords on a property without "type" too.
+func TestGenericArgsCheckTypelessNumberKeywords(t *testing.T) {
+	a := NewArgs(compileTest(t, diffSchemas[2]), nil)
+	for in, want := range map[string]string{
+		`{"limit":1000000}`:             "[limit] maximum: got 1×10⁰⁶, want 10",
+		`{"limit":0}`:                   "[limit] minimum: got 0, want 1",
+		`{"limit":10.0000000000000001}`: "[limit] maximum: got 10, want 10",
+		`{"e":2}`:                       "[e] value must be one of 1, 2.5, 'x'",
+		`{"c":5.0000000000000001}`:      "[c] value must be 5",
+		`{"big":9223372036854775808}`:   "[big] maximum: got 9.223372036854776×10¹⁸, want 9.223372036854776×10¹⁸",
+	} {
+		var m map[string]any
+		f := a.Decode(in, &m)
+		if f == nil || FormatIssues(f.Issues) != want {
+			t.Errorf("%s: %v, want %s", in, f, want)
+		}
+	}
+	var m map[string]any
+	if f := a.Decode(`{"limit":10,"e":2.5,"c":5.0,"big":9223372036854775807}`, &m); f != nil {
+		t.Errorf("valid arguments refused: %s", f.Message("Tool"))
 	}
 }
 
@@ -63,14 +148,25 @@ func TestFastPathAgreesWithTheValidator(t *testing.T) {
 func FuzzFastPath(f *testing.F) {
 	f.Add(`{"q":"abc","n":3,"t":[1],"e":"b"}`)
 	f.Add(`{"q":"a","o":{"x":"y"},"m":{"a":false}}`)
-	s := compileTest(f, diffSchemas[0])
+	f.Add(`{"limit":10.0000000000000001,"e":2.50,"c":5.0,"big":9223372036854775808}`)
+	for _, h := range hardNumbers {
+		f.Add(h.in)
+	}
+	schemas := []*Schema{compileTest(f, diffSchemas[0]), compileTest(f, diffSchemas[2])}
 	f.Fuzz(func(t *testing.T, in string) {
-		v, err := Decode([]byte(in))
-		if err != nil {
-			return
-		}
-		if s.fast.valid(v) && s.compiled.Validate(v) != nil {
-			t.Fatalf("fast path accepted %s, which the validator rejects", in)
+		for _, dec := range []func([]byte) (any, error){Decode, decodeExact} {
+			v, err := dec([]byte(in))
+			if err != nil {
+				return
+			}
+			if _, msg := longNumber(v); msg != "" {
+				continue // refused by its size before either looks
+			}
+			for _, s := range schemas {
+				if s.fast.valid(v) && s.compiled.Validate(v) != nil {
+					t.Fatalf("fast path accepted %s (%T numbers), which the validator rejects", in, v)
+				}
+			}
 		}
 	})
 }
