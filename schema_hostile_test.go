@@ -65,3 +65,35 @@ func TestTypelessNumberKeywordsAreChecked(t *testing.T) {
 	r := toolruntest.Call(t, schemaRawTool(schema, &ran), toolruntest.NewState(t, nil), `{"limit":10,"mode":2.0,"v":3}`)
 	assert.True(t, ran, r.Error)
 }
+
+// The fast scan compares numbers as float64: a decimal with more digits
+// than float64 keeps rounds onto a bound, an enum value or an integer, and
+// passed where the exact validator refuses it. Such a number is now left
+// to the validator; plain numbers still pass.
+func TestNumbersRoundingOntoABoundAreRefused(t *testing.T) {
+	for _, c := range []struct{ schema, in string }{
+		{`{"type":"object","properties":{"n":{"type":"integer","maximum":5}}}`, `{"n":5.0000000000000001}`},
+		{`{"type":"object","properties":{"n":{"type":"integer"}}}`, `{"n":1e-400}`},
+		{`{"type":"object","properties":{"n":{"enum":[1]}}}`, `{"n":1.0000000000000000001}`},
+		{`{"type":"object","properties":{"n":{"type":"number","minimum":5}}}`, `{"n":4.9999999999999999}`},
+		{`{"type":"object","properties":{"n":{"const":3}}}`, `{"n":3.0000000000000001}`},
+	} {
+		var ran bool
+		r := toolruntest.Call(t, schemaRawTool(c.schema, &ran), toolruntest.NewState(t, nil), c.in)
+		assert.False(t, ran, "%s passed %s: %s", c.in, c.schema, r.Content)
+		assert.Equal(t, "invalid_arguments", r.ErrorCode, c.in)
+	}
+	var ran bool
+	r := toolruntest.Call(t, schemaRawTool(`{"type":"object","properties":{"n":{"type":"integer","maximum":5},"e":{"enum":[1]}}}`, &ran),
+		toolruntest.NewState(t, nil), `{"n":5.0,"e":1.0}`)
+	assert.True(t, ran, r.Error)
+
+	type args struct {
+		N int `json:"n" jsonschema:"maximum=5"`
+	}
+	typed := &toolrun.Func[args]{Name: "typed", Execute: func(ctx context.Context, s toolrun.ThreadState, a args) (toolrun.Result, error) {
+		return toolrun.Text("ran"), nil
+	}}
+	r = toolruntest.Call(t, typed, toolruntest.NewState(t, nil), `{"n":5.0000000000000001}`)
+	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+}

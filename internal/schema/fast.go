@@ -319,23 +319,33 @@ func (n *fastNode) valid(v any) bool {
 // bounds, and whether that is certain.
 func (n *fastNode) inBounds(x num) (ok, sure bool) {
 	sure = true
-	check := func(b *bound, pass func(c int) bool) bool {
-		if b == nil {
-			return true
+	if n.min != nil {
+		c, s := x.cmp(n.min)
+		if s && c < 0 {
+			return false, true
 		}
-		c, s := x.cmp(b)
-		if !s {
-			sure = false
-			return true
-		}
-		return pass(c)
+		sure = sure && s
 	}
-	ok = check(n.min, func(c int) bool { return c >= 0 }) &&
-		check(n.max, func(c int) bool { return c <= 0 }) &&
-		check(n.xmin, func(c int) bool { return c > 0 }) &&
-		check(n.xmax, func(c int) bool { return c < 0 })
-	if !ok {
-		return false, true
+	if n.max != nil {
+		c, s := x.cmp(n.max)
+		if s && c > 0 {
+			return false, true
+		}
+		sure = sure && s
+	}
+	if n.xmin != nil {
+		c, s := x.cmp(n.xmin)
+		if s && c <= 0 {
+			return false, true
+		}
+		sure = sure && s
+	}
+	if n.xmax != nil {
+		c, s := x.cmp(n.xmax)
+		if s && c >= 0 {
+			return false, true
+		}
+		sure = sure && s
 	}
 	return true, sure
 }
@@ -357,13 +367,10 @@ func jsonEqual(a, b any) (eq, sure bool) {
 	na, aNum := numberOf(a)
 	nb, bNum := numberOf(b)
 	if aNum || bNum {
-		if !aNum || !bNum || na.f != nb.f {
+		if !aNum || !bNum {
 			return false, true
 		}
-		if na.tieSafe() && nb.tieSafe() {
-			return true, true
-		}
-		return false, false
+		return na.equal(nb)
 	}
 	switch x := a.(type) {
 	case nil:

@@ -141,6 +141,18 @@ func (x num) cmp(b *bound) (int, bool) {
 	return 0, false
 }
 
+// equal reports whether x and y are the same number, and whether that is
+// certain.
+func (x num) equal(y num) (eq, sure bool) {
+	if x.f != y.f {
+		return false, true
+	}
+	if x.tieSafe() && y.tieSafe() {
+		return true, true
+	}
+	return false, false
+}
+
 // intness reports whether the number text, whose float64 is f, is an
 // integer, and whether that is certain: 5.0 is, 5.5 is not, and
 // 5.0000000000000001 (whose float64 is 5) only the validator can tell.

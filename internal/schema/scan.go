@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -101,19 +100,20 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 		return s.checkScalar(n, tNull, nil), nil
 	default:
 		start := s.i
-		exp := false
+		exp, frac := false, false
+	token:
 		for s.i < len(s.b) {
 			c := s.b[s.i]
-			if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' {
-				s.i++
-				continue
-			}
-			if c == 'e' || c == 'E' {
+			switch {
+			case c >= '0' && c <= '9' || c == '-' || c == '+':
+			case c == '.':
+				frac = true
+			case c == 'e' || c == 'E':
 				exp = true
-				s.i++
-				continue
+			default:
+				break token
 			}
-			break
+			s.i++
 		}
 		if s.i == start {
 			s.unsupported = true // not a JSON value: the full path reports it
@@ -129,7 +129,7 @@ func (s *scanner) value(n *fastNode, depth int) (bool, map[string]any) {
 			s.unsupported = true // out of range: let the full path decide
 			return false, nil
 		}
-		return s.checkNumber(n, f), nil
+		return s.checkNumber(n, num{f: f, text: tok}, !frac && !exp), nil
 	}
 }
 
@@ -213,29 +213,78 @@ func (s *scanner) checkScalar(n *fastNode, bit uint8, v any) bool {
 	return eq && sure
 }
 
-func (s *scanner) checkNumber(n *fastNode, f float64) bool {
+// checkNumber checks the number x, read from argument text (integer: the
+// text has no fraction or exponent). float64 settles most comparisons; one
+// it cannot (5.0000000000000001 against an integer type or a maximum of 5,
+// 1.0000000000000000001 against an enum of 1) is left to the full path.
+func (s *scanner) checkNumber(n *fastNode, x num, integer bool) bool {
 	if n == nil {
 		return true
 	}
-	bit := tNum
-	if f == math.Trunc(f) && !math.IsInf(f, 0) {
-		bit |= tInt
+	if n.types != 0 {
+		bit := tNum
+		if integer {
+			bit |= tInt
+		} else if n.types&tInt != 0 && n.types&tNum == 0 {
+			isInt, sure := intness(x.text, x.f)
+			if !sure {
+				s.unsupported = true
+				return false
+			}
+			if isInt {
+				bit |= tInt
+			}
+		}
+		if n.types&bit == 0 {
+			return false
+		}
 	}
-	if n.types != 0 && n.types&bit == 0 {
-		return false
+	if n.enum != nil {
+		found := false
+		for _, e := range n.enum {
+			y, ok := numberOf(e)
+			if !ok {
+				continue
+			}
+			eq, sure := x.equal(y)
+			if !sure {
+				s.unsupported = true
+				return false
+			}
+			if eq {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
 	}
-	// The value is boxed only when an enum or a const needs it.
-	if (n.enum != nil || n.hasConst) && !s.checkScalar(n, bit, f) {
-		return false
+	if n.hasConst {
+		y, ok := numberOf(n.constVal)
+		if !ok {
+			return false
+		}
+		eq, sure := x.equal(y)
+		if !sure {
+			s.unsupported = true
+			return false
+		}
+		if !eq {
+			return false
+		}
 	}
-	if math.Abs(f) >= 1<<53 && (n.min != nil || n.max != nil || n.xmin != nil || n.xmax != nil) {
-		// float64 cannot tell such a number from its neighbours (2⁶³ from
-		// the int64 maximum): the full path compares it exactly.
+	if n.min == nil && n.max == nil && n.xmin == nil && n.xmax == nil {
+		return true
+	}
+	ok, sure := n.inBounds(x)
+	if !sure {
+		// float64 cannot tell such a number from its bound (2⁶³ from the
+		// int64 maximum): the full path compares it exactly.
 		s.unsupported = true
 		return false
 	}
-	return !(n.min != nil && f < n.min.f || n.max != nil && f > n.max.f ||
-		n.xmin != nil && f <= n.xmin.f || n.xmax != nil && f >= n.xmax.f)
+	return ok
 }
 
 func (s *scanner) checkString(n *fastNode, raw string, escaped bool) bool {

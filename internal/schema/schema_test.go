@@ -23,7 +23,7 @@ var hardNumbers = []struct {
 	schema int
 	in     string
 }{
-	{0, `{"q":"a","n":5.0000000000000001}`}, {0, `{"q":"a","n":10.000000000000001}`}, {0, `{"q":"a","n":1e-400}`},
+	{0, `{"q":"a","n":5.0000000000000001}`}, {0, `{"q":"a","n":9.9999999999999999}`}, {0, `{"q":"a","n":1e-400}`},
 	{0, `{"q":"a","n":1e1}`}, {0, `{"q":"a","e":1.0000000000000000001}`}, {0, `{"q":"a","t":[1e-400]}`},
 	{1, `{"f":4.9999999999999999}`}, {2, `{"limit":10.0000000000000001}`}, {2, `{"limit":0.99999999999999999}`},
 	{2, `{"e":2.50000000000000001}`}, {2, `{"c":5.0000000000000001}`}, {2, `{"c":5e0}`},
@@ -76,11 +76,7 @@ func TestFastPathAgreesWithTheValidator(t *testing.T) {
 	}
 	for _, d := range diffSchemas {
 		s := compileTest(t, d)
-		all := slices.Clone(inputs)
-		for _, h := range hardNumbers {
-			all = append(all, h.in)
-		}
-		for _, in := range all {
+		for _, in := range append(inputs, hardNumberInputs()...) {
 			// Both decodings the fast path meets: float64 (Decode) and
 			// json.Number (decodeExact, as Args validates).
 			for _, dec := range []func([]byte) (any, error){Decode, decodeExact} {
@@ -222,7 +218,7 @@ var scanSchemas = append([]string{
 	`{"type":"object","properties":{"arr":{"type":"array","items":{"type":"object","properties":{"d":{"default":1}}}}}}`,
 }, diffSchemas...)
 
-var scanInputs = []string{
+var scanInputs = append([]string{
 	`{"query":"q","format":"json","filter":{"category":"c"}}`,
 	`{"query":"q","format":"json","filter":{"category":"c","min":2},"limit":3,"tags":["a","b"]}`,
 	`{"query":"q","format":"xml","filter":{"category":"c"}}`,
@@ -237,6 +233,16 @@ var scanInputs = []string{
 	`{"arr":[{}]}`, `{"arr":[{"d":2}]}`, `{}`, `[]`, `null`, `"s"`, `1`,
 	` { "q" : "abc" , "n" : 10 } `, `{"q":"abc","t":[1,2,3]}`, `{"q":"abc","c":{"k":[1,2]}}`,
 	`{"q":"é","e":1}`, `{"q":"abc","m":{"a":true,"b":"x"}}`, `{"q":"abc","o":{"x":null}}`, `{"f":5}`,
+	`{"q":"abc","n":5.0}`, `{"q":"abc","n":5.5}`, `{"q":"abc","e":1.0}`, `{"q":"abc","c":{"k":[1.0,2]}}`,
+	`{"limit":10}`, `{"limit":10.5}`, `{"limit":0.5}`, `{"e":2.50}`, `{"c":5.0}`, `{"big":1e19}`, `{"x":0.1}`,
+}, hardNumberInputs()...)
+
+func hardNumberInputs() []string {
+	var out []string
+	for _, h := range hardNumbers {
+		out = append(out, h.in)
+	}
+	return out
 }
 
 // checkScan compares Scan with the full path on one input: when Scan
@@ -253,17 +259,23 @@ func checkScan(t *testing.T, s *Schema, in string) {
 	if !supported {
 		return
 	}
-	v, err := Decode([]byte(in))
+	// The verdict of reference is the validator's on the exact numbers, as
+	// Args validates: float64 would round 5.0000000000000001 onto 5.
+	exact, err := decodeExact([]byte(in))
 	if err != nil {
 		return
 	}
-	full := s.compiled.Validate(v) == nil
+	if _, msg := longNumber(exact); msg != "" {
+		t.Fatalf("input %s: Scan answered for a number refused by its size", in)
+	}
+	full := s.compiled.Validate(exact) == nil
 	if ok != full {
 		t.Fatalf("input %s: Scan says %v, the validator %v", in, ok, full)
 	}
 	if !ok {
 		return
 	}
+	v, _ := Decode([]byte(in))
 	// Applying Scan's patch must give what ApplyDefaults gives.
 	merged, _ := Decode([]byte(in))
 	mergeInto(merged, patch)
@@ -288,6 +300,23 @@ func mergeInto(dst any, patch map[string]any) {
 			}
 		}
 		m[k] = p
+	}
+}
+
+// The scan leaves to the full path each number float64 cannot settle, and
+// answers for the common forms of numbers.
+func TestScanLeavesUnsettledNumbersToTheFullPath(t *testing.T) {
+	for _, h := range hardNumbers {
+		if _, _, supported := compileTest(t, diffSchemas[h.schema]).Scan(h.in); supported {
+			t.Errorf("%s: the scan answered", h.in)
+		}
+	}
+	s := compileTest(t, diffSchemas[0])
+	for _, in := range []string{`{"q":"a","n":5}`, `{"q":"a","n":5.0}`, `{"q":"a","n":-0}`, `{"q":"a","n":10.5}`,
+		`{"q":"a","e":1}`, `{"q":"a","e":1.0}`, `{"q":"a","t":[0.5,1e-3,2.5E+2]}`, `{"q":"a","n":99999999999999999999}`} {
+		if _, _, supported := s.Scan(in); !supported {
+			t.Errorf("%s: the scan left a plain number to the full path", in)
+		}
 	}
 }
 
