@@ -97,3 +97,21 @@ func TestNumbersRoundingOntoABoundAreRefused(t *testing.T) {
 	r = toolruntest.Call(t, typed, toolruntest.NewState(t, nil), `{"n":5.0000000000000001}`)
 	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
 }
+
+// Data after the arguments object is refused with an error that names it
+// and where it starts; the error said only "not valid JSON: ".
+func TestTrailingDataAfterTheArgumentsIsNamed(t *testing.T) {
+	type args struct {
+		A int `json:"a"`
+	}
+	tool := &toolrun.Func[args]{Name: "t", Execute: func(ctx context.Context, s toolrun.ThreadState, a args) (toolrun.Result, error) {
+		return toolrun.Text("ran"), nil
+	}}
+	r := toolruntest.Call(t, tool, toolruntest.NewState(t, nil), `{"a":1} {"a":2}`)
+	assert.Equal(t, toolrun.StatusError, r.Status)
+	assert.Contains(t, r.Error, `Tool arguments are not valid JSON: unexpected data after the arguments at offset 8: "{"`)
+	var ran bool
+	r = toolruntest.Call(t, schemaRawTool(`{"type":"object"}`, &ran), toolruntest.NewState(t, nil), `{"a":1}}`)
+	assert.False(t, ran)
+	assert.Contains(t, r.Error, `unexpected data after the arguments at offset 7: "}"`)
+}

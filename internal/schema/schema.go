@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"slices"
 	"sort"
@@ -426,10 +425,25 @@ func decodeExact(b []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &json.SyntaxError{Offset: dec.InputOffset()}
+	for off := dec.InputOffset(); off < int64(len(b)); off++ {
+		switch c := b[off]; c {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return nil, &trailingDataError{offset: off, char: c}
+		}
 	}
 	return v, nil
+}
+
+// trailingDataError is the syntax error of argument text that goes on
+// after its JSON value: `{"a":1} {"a":2}`.
+type trailingDataError struct {
+	offset int64 // where the extra data starts, in bytes from the start of the text
+	char   byte  // its first byte
+}
+
+func (e *trailingDataError) Error() string {
+	return fmt.Sprintf("unexpected data after the arguments at offset %d: %q (one JSON value is expected, and nothing after it)", e.offset, string([]byte{e.char}))
 }
 
 // DefaultsPatch returns the defaults v lacks as a sparse object that,
