@@ -115,3 +115,56 @@ func TestTrailingDataAfterTheArgumentsIsNamed(t *testing.T) {
 	assert.False(t, ran)
 	assert.Contains(t, r.Error, `unexpected data after the arguments at offset 7: "}"`)
 }
+
+// 1.0 and 1e2 are integers for JSON Schema, so validation lets them
+// through for an int field, and models write 5.0: a typed tool now gets
+// the integer, on the plan's route and on the general one (an embedded
+// struct has no plan). A number no Go field of its type holds is refused as
+// a validation issue, not in encoding/json's words.
+func TestIntegralNumbersDecodeIntoIntFields(t *testing.T) {
+	type args struct {
+		N int   `json:"n"`
+		U uint8 `json:"u"`
+	}
+	var got args
+	tool := &toolrun.Func[args]{Name: "t", Execute: func(ctx context.Context, s toolrun.ThreadState, a args) (toolrun.Result, error) {
+		got = a
+		return toolrun.Text("ran"), nil
+	}}
+	st := toolruntest.NewState(t, nil)
+	for in, want := range map[string]args{`{"n":1.0,"u":0}`: {N: 1}, `{"n":1e2,"u":2.55e2}`: {N: 100, U: 255}, `{"n":-5.000,"u":-0}`: {N: -5}} {
+		got = args{}
+		r := toolruntest.Call(t, tool, st, in)
+		assert.Equal(t, toolrun.StatusSuccess, r.Status, "%s: %s", in, r.Error)
+		assert.Equal(t, want, got, in)
+	}
+	r := toolruntest.Call(t, tool, st, `{"n":1.5,"u":0}`)
+	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+
+	type Common struct {
+		Limit int `json:"limit"`
+	}
+	type embedded struct {
+		Common
+		Q string `json:"q"`
+	}
+	var limit int
+	etool := &toolrun.Func[embedded]{Name: "e", Execute: func(ctx context.Context, s toolrun.ThreadState, a embedded) (toolrun.Result, error) {
+		limit = a.Limit
+		return toolrun.Text("ran"), nil
+	}}
+	r = toolruntest.Call(t, etool, st, `{"q":"x","limit":3.0}`)
+	assert.Equal(t, toolrun.StatusSuccess, r.Status, r.Error)
+	assert.Equal(t, 3, limit)
+
+	type floats struct {
+		X float64 `json:"x"`
+	}
+	ftool := &toolrun.Func[floats]{Name: "f", Execute: func(ctx context.Context, s toolrun.ThreadState, a floats) (toolrun.Result, error) {
+		return toolrun.Text("ran"), nil
+	}}
+	r = toolruntest.Call(t, ftool, st, `{"x":1e400}`)
+	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+	assert.Equal(t, "Tool argument validation failed: [x] got 1e400, want a number from -1.7976931348623157e+308 to 1.7976931348623157e+308", r.Error)
+	assert.NotContains(t, r.Error, "Go struct field")
+}

@@ -2,6 +2,7 @@ package argdecode
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strconv"
 	"unicode"
@@ -126,20 +127,38 @@ func (d *decoder) value(n *node, v reflect.Value) bool {
 	return true
 }
 
-// setNumber stores the number tok in v as encoding/json does, or reports
-// false where encoding/json would fail (a fraction or exponent for an
-// integer, a sign for an unsigned one, a value out of range).
+// setNumber stores the number tok in v as Unmarshal does, or reports
+// false where it would fail (a fraction for an integer, a sign for an
+// unsigned one, a value out of range). An integer may be written with a
+// fraction or exponent (1.0, 1e2), as JSON Schema allows.
 func setNumber(n *node, v reflect.Value, tok string) bool {
 	switch n.kind {
 	case kInt:
 		x, err := strconv.ParseInt(tok, 10, 64)
-		if err != nil || v.OverflowInt(x) {
+		if err != nil {
+			neg, mag, ok := integral(tok)
+			if !ok || !neg && mag > math.MaxInt64 || neg && mag > 1<<63 {
+				return false
+			}
+			x = int64(mag) // 2⁶³ wraps to the int64 minimum, which is its negation
+			if neg {
+				x = -x
+			}
+		}
+		if v.OverflowInt(x) {
 			return false
 		}
 		v.SetInt(x)
 	case kUint:
 		x, err := strconv.ParseUint(tok, 10, 64)
-		if err != nil || v.OverflowUint(x) {
+		if err != nil {
+			neg, mag, ok := integral(tok)
+			if !ok || neg && mag != 0 {
+				return false
+			}
+			x = mag
+		}
+		if v.OverflowUint(x) {
 			return false
 		}
 		v.SetUint(x)

@@ -71,12 +71,12 @@ type stringOpt struct {
 	N int `json:"n,string"`
 }
 
-// route builds what the general route builds for text: json.Unmarshal of
-// the text, then of the defaults patch the schema check collected.
+// route builds what the general route builds for text: Unmarshal of the
+// text, then json.Unmarshal of the defaults patch the schema check collected.
 func route[T any](t *testing.T, s *schema.Schema, text string) (T, bool) {
 	t.Helper()
 	var v T
-	if err := json.Unmarshal([]byte(text), &v); err != nil {
+	if err := argdecode.Unmarshal([]byte(text), &v); err != nil {
 		return v, false
 	}
 	_, patch, _ := s.Scan(text)
@@ -228,6 +228,10 @@ var scalarInputs = []string{
 	`{"NoTag":"x","Skip":"no"}`,
 	`{"NoTag":"x","quiet":"no"}`,
 	`{"notag":"x"}`,
+	`{"NoTag":"x","i8":-1.28e2,"u16":6.5535e4,"u":-0.0,"p":5.0,"m":{"a":1e1},"mf":{"k":{"category":"c","n":2.0}}}`,
+	`{"NoTag":"x","u16":-1.0}`,
+	`{"NoTag":"x","i8":1.5}`,
+	`{"NoTag":"x","f32":1.0,"nums":[[1.0]],"any":2.0}`,
 }
 
 func TestDecodeScalarsAndContainers(t *testing.T) {

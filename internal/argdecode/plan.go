@@ -2,7 +2,7 @@
 // already passed the tool's schema check — straight into the tool's Go
 // argument type, applying the schema's defaults on the way.
 //
-// It exists for speed. The general route is json.Unmarshal of the text and
+// It exists for speed. The general route is [Unmarshal] of the text and
 // then json.Unmarshal of a patch of the missing defaults on top; a Plan does
 // both in one pass, without copying strings that have no escapes (they are
 // substrings of the argument text) and without building the patch.
@@ -12,8 +12,10 @@
 // the subset, Compile returns nil; when a text is (a syntax error, a number
 // that does not fit its field, a duplicate or unknown key, a null for a type
 // with its own decoding method …), Decode returns false and the caller takes
-// the general route, whose result and error messages are the reference. The
-// differential tests and the fuzz target of this package hold Decode to that.
+// the general route, whose result and error messages are the reference
+// ([Unmarshal] is json.Unmarshal that also takes 1.0 or 1e2 for an integer
+// field). The differential tests and the fuzz target of this package hold
+// Decode to that.
 package argdecode
 
 import (

@@ -3,6 +3,8 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 
@@ -130,10 +132,13 @@ func (a *Args) typed(text string, dst any) *Failure {
 	if f != nil {
 		return f
 	}
-	if err := json.Unmarshal(raw, dst); err != nil {
+	if err := argdecode.Unmarshal(raw, dst); err != nil {
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
 			return &Failure{Syntax: err}
+		}
+		if is, ok := numberIssue(err); ok {
+			return &Failure{Issues: []Issue{is}}
 		}
 		return &Failure{Decode: err}
 	}
@@ -209,4 +214,43 @@ func (a *Args) checked(text string, typed bool) (raw []byte, patch []byte, f *Fa
 		return nil, nil, &Failure{Decode: err}
 	}
 	return raw, nil, nil
+}
+
+// numberIssue words encoding/json's refusal of a number for a Go number
+// type (one the schema let through: 1e400 for a float64) as a validation
+// issue, in the words the model reads elsewhere, naming the range the
+// field holds.
+func numberIssue(err error) (Issue, bool) {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Type == nil {
+		return Issue{}, false
+	}
+	lit, ok := strings.CutPrefix(te.Value, "number ")
+	if !ok {
+		return Issue{}, false
+	}
+	var want string
+	switch t := te.Type; t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		shift := 64 - t.Bits()
+		want = fmt.Sprintf("an integer from %d to %d", int64(math.MinInt64)>>shift, int64(math.MaxInt64)>>shift)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		want = fmt.Sprintf("an integer from 0 to %d", uint64(math.MaxUint64)>>(64-t.Bits()))
+	case reflect.Float32:
+		want = fmt.Sprintf("a number from %g to %g", -math.MaxFloat32, math.MaxFloat32)
+	case reflect.Float64:
+		want = fmt.Sprintf("a number from %g to %g", -math.MaxFloat64, math.MaxFloat64)
+	default:
+		return Issue{}, false
+	}
+	if strings.ContainsAny(lit, ".eE") && strings.HasPrefix(want, "an integer") {
+		// Taken where Unmarshal could follow the field (1.0 for an int);
+		// elsewhere (a name fields share) the model must write it plainly.
+		want += ", written without a fraction or exponent"
+	}
+	path := te.Field
+	if path == "" {
+		path = "root"
+	}
+	return Issue{Path: path, Message: fmt.Sprintf("got %s, want %s", lit, want)}, true
 }
