@@ -168,3 +168,22 @@ func TestIntegralNumbersDecodeIntoIntFields(t *testing.T) {
 	assert.Equal(t, "Tool argument validation failed: [x] got 1e400, want a number from -1.7976931348623157e+308 to 1.7976931348623157e+308", r.Error)
 	assert.NotContains(t, r.Error, "Go struct field")
 }
+
+// A json.Number field takes a number, its text kept as the model wrote it;
+// it was advertised as {"type":"string"}, so 12.50 was refused.
+func TestJSONNumberFieldTakesANumber(t *testing.T) {
+	type args struct {
+		Amount json.Number `json:"amount"`
+	}
+	tool := &toolrun.Func[args]{Name: "t", Execute: func(ctx context.Context, s toolrun.ThreadState, a args) (toolrun.Result, error) {
+		return toolrun.Text("got " + a.Amount.String()), nil
+	}}
+	st := toolruntest.NewState(t, nil)
+	r := toolruntest.Call(t, tool, st, `{"amount":12.50}`)
+	assert.Equal(t, toolrun.StatusSuccess, r.Status, r.Error)
+	assert.Equal(t, "got 12.50", r.Content)
+	doc, err := tool.InputSchema()
+	if assert.NoError(t, err) {
+		assert.Equal(t, map[string]any{"type": "number"}, doc["properties"].(map[string]any)["amount"])
+	}
+}

@@ -19,7 +19,7 @@ const maxDepth = 256
 // and the caller must reset it before decoding by the general route.
 // Decode never panics on any text.
 //
-// Strings without escapes share text's memory.
+// Strings without escapes, and json.Number values, share text's memory.
 func (p *Plan) Decode(text string, dst reflect.Value) bool {
 	if dst.Type() != p.typ || !dst.CanSet() {
 		return false
@@ -96,6 +96,15 @@ func (d *decoder) value(n *node, v reflect.Value) bool {
 	case kInt, kUint, kFloat:
 		tok, ok := d.number()
 		return ok && setNumber(n, v, tok)
+	case kNumber:
+		if d.s[d.i] == '"' {
+			return false // a string holding a number: the general route checks it
+		}
+		tok, ok := d.number()
+		if !ok {
+			return false
+		}
+		v.SetString(tok)
 	case kPtr:
 		if v.IsNil() {
 			v.Set(reflect.New(n.elem.typ))

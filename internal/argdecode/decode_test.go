@@ -49,6 +49,8 @@ type scalars struct {
 	PWhen *time.Time       `json:"pwhen,omitempty"`
 	Raw   json.RawMessage  `json:"raw,omitempty"`
 	Nums  [][]float64      `json:"nums,omitempty"`
+	Num   json.Number      `json:"num,omitempty"`
+	PNums []*json.Number   `json:"pnums,omitempty"`
 	NoTag string
 	Skip  string `json:"-"`
 	//lint:ignore U1000 an unexported field, which decoding must leave alone
@@ -232,6 +234,9 @@ var scalarInputs = []string{
 	`{"NoTag":"x","u16":-1.0}`,
 	`{"NoTag":"x","i8":1.5}`,
 	`{"NoTag":"x","f32":1.0,"nums":[[1.0]],"any":2.0}`,
+	`{"NoTag":"x","num":12.50,"pnums":[1e2,-0.0,null]}`,
+	`{"NoTag":"x","num":null}`,
+	`{"NoTag":"x","num":"12.50"}`,
 }
 
 func TestDecodeScalarsAndContainers(t *testing.T) {
@@ -275,7 +280,6 @@ func TestCompileRefusesWhatItDoesNotHandle(t *testing.T) {
 		"string option":   reflect.TypeFor[stringOpt](),
 		"bytes":           reflect.TypeFor[struct{ B []byte }](),
 		"array":           reflect.TypeFor[struct{ A [2]int }](),
-		"json.Number":     reflect.TypeFor[struct{ N json.Number }](),
 		"interface":       reflect.TypeFor[struct{ E error }](),
 		"int map keys":    reflect.TypeFor[struct{ M map[int]string }](),
 		"odd tag name": reflect.TypeFor[struct {

@@ -43,6 +43,7 @@ const (
 	kMap
 	kPtr
 	kStruct
+	kNumber   // json.Number: a number's text
 	kAny      // interface{}: decoded as encoding/json does (map[string]any, []any, float64 …)
 	kDelegate // a type with its own UnmarshalJSON or UnmarshalText: encoding/json decodes it
 )
@@ -100,7 +101,11 @@ func (c *compiler) node(t reflect.Type, doc any, withDefaults bool) *node {
 
 	n := &node{typ: t}
 	if t == reflect.TypeFor[json.Number]() {
-		return nil // a string must hold a valid number: the general route checks it
+		n.kind = kNumber // a string holding a number: the general route checks it
+		if hasDefaultBelow(doc) {
+			return nil
+		}
+		return n
 	}
 	if t.Kind() == reflect.Pointer {
 		// encoding/json sets a pointer to nil for null and otherwise
@@ -214,7 +219,7 @@ func (c *compiler) structFields(n *node, doc any, withDefaults bool) bool {
 			}
 			fd.hasDef = true
 			switch fd.node.kind {
-			case kString, kBool, kInt, kUint, kFloat:
+			case kString, kBool, kInt, kUint, kFloat, kNumber:
 				fd.def = v.Elem()
 			default:
 				fd.defRaw = raw

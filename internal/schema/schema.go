@@ -56,7 +56,8 @@ func (s *Schema) HasDefaults() bool { return s.defaults }
 // pointer to one). Recursive types are refused, since describing them needs
 // $ref, which models handle badly. Every object is closed
 // (additionalProperties false) and nothing is referenced: the schema is fully
-// inlined and carries no $schema or $id key.
+// inlined and carries no $schema or $id key. A json.Number field is a
+// number.
 func ForType(t reflect.Type) (map[string]any, error) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -67,7 +68,7 @@ func ForType(t reflect.Type) (map[string]any, error) {
 	if err := checkRecursion(t, nil); err != nil {
 		return nil, err
 	}
-	r := &reflector.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
+	r := &reflector.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true, Mapper: mapType}
 	s := r.ReflectFromType(t)
 	s.Version = ""
 	s.ID = ""
@@ -85,6 +86,17 @@ func ForType(t reflect.Type) (map[string]any, error) {
 	}
 	addTypeBounds(t, doc)
 	return doc, nil
+}
+
+// mapType gives the schema of the Go types the reflector gets wrong: a
+// json.Number is a string in Go but a number in JSON, which is what a model
+// must send (encoding/json also takes a string holding a number, which
+// models have no reason to send).
+func mapType(t reflect.Type) *reflector.Schema {
+	if t == reflect.TypeFor[json.Number]() {
+		return &reflector.Schema{Type: "number"}
+	}
+	return nil
 }
 
 // stripKeys removes keys that models must not see, at every level.
