@@ -187,3 +187,18 @@ func TestJSONNumberFieldTakesANumber(t *testing.T) {
 		assert.Equal(t, map[string]any{"type": "number"}, doc["properties"].(map[string]any)["amount"])
 	}
 }
+
+// A draft-07 schema asserts "format", and the validator refused a bad
+// email only when the schema had no fast path; the fast path, which reads
+// format as an annotation, let it through. Such a schema now goes to the
+// validator on every route.
+func TestDraft07FormatIsAssertedOnEveryRoute(t *testing.T) {
+	schema := `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"to":{"type":"string","format":"email"}},"required":["to"]}`
+	var ran bool
+	r := toolruntest.Call(t, schemaRawTool(schema, &ran), toolruntest.NewState(t, nil), `{"to":"not-an-email"}`)
+	assert.False(t, ran, r.Content)
+	assert.Equal(t, "invalid_arguments", r.ErrorCode, r.Error)
+	assert.Contains(t, r.Error, "[to]")
+	r = toolruntest.Call(t, schemaRawTool(schema, &ran), toolruntest.NewState(t, nil), `{"to":"a@example.com"}`)
+	assert.True(t, ran, r.Error)
+}

@@ -222,8 +222,47 @@ func Compile(name string, doc any) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{doc: adv, raw: advRaw, compiled: compiled, fast: compileFast(parsed),
+	fast := compileFast(parsed)
+	if asserts(compiled, map[*validator.Schema]bool{}) {
+		fast = nil // the fast path reads "format" as an annotation only
+	}
+	return &Schema{doc: adv, raw: advRaw, compiled: compiled, fast: fast,
 		defaults: hasDefaults(compiled, map[*validator.Schema]bool{})}, nil
+}
+
+// asserts reports whether the validator checks a "format" somewhere in s:
+// draft 2019-09 and later only annotate with it, but a schema that declares
+// an earlier draft ($schema draft-07 …) asserts it. It follows what the
+// fast path supports (properties, additionalProperties, items) and $ref.
+func asserts(s *validator.Schema, seen map[*validator.Schema]bool) bool {
+	if s == nil || seen[s] {
+		return false
+	}
+	seen[s] = true
+	if s.Format != nil {
+		return true
+	}
+	for _, p := range s.Properties {
+		if asserts(p, seen) {
+			return true
+		}
+	}
+	if ap, ok := s.AdditionalProperties.(*validator.Schema); ok && asserts(ap, seen) {
+		return true
+	}
+	switch items := s.Items.(type) {
+	case *validator.Schema:
+		if asserts(items, seen) {
+			return true
+		}
+	case []*validator.Schema:
+		for _, it := range items {
+			if asserts(it, seen) {
+				return true
+			}
+		}
+	}
+	return asserts(s.Items2020, seen) || asserts(s.Ref, seen)
 }
 
 // checkDefaults refuses a default that its own subschema does not accept
