@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/toolrun/toolrun/internal/safefmt"
@@ -486,8 +485,7 @@ func pair(msgs []Message) []Message {
 					delete(results, c.ID)
 					continue
 				}
-				out = append(out, Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
-					Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)})
+				out = append(out, missingResult(c))
 			}
 		default:
 			out = append(out, *m)

@@ -458,7 +458,9 @@ func (r *Registry) prepare(e *entry) error {
 	return &RegistrationError{Name: e.name, Reason: fmt.Sprintf("unsupported definition type %T", e.def)}
 }
 
-// providerDialects are the schema forms the providers of this module send.
+// providerDialects are the schema forms the providers of this module send:
+// every combination of the options provider/openai sets (Strict,
+// NoTypeArrays); Anthropic's form is the plain one.
 var providerDialects = []schemadialect.Dialect{
 	schemadialect.OpenAI, schemadialect.OpenAIStrict,
 	{NoTypeArrays: true}, {Strict: true, NoTypeArrays: true},

@@ -152,10 +152,7 @@ func (v *view) add(side string, pastTools bool, segs ...[]Message) {
 						out = appendModel(out, r)
 					} else {
 						clean = false // its result may come later
-						out = append(out, Message{})
-						d := &out[len(out)-1]
-						d.Role, d.ToolCallID, d.Name, d.ToolStatus = RoleTool, c.ID, c.Name, StatusError
-						d.Content = strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)
+						out = append(out, missingResult(c))
 					}
 				}
 			case RoleUser:

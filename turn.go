@@ -15,6 +15,13 @@ import (
 // response that has no stored result.
 const missingText = "Tool result missing from conversation history for prior call %q. Treat this as a failed tool call."
 
+// missingResult is the failed result a model is shown for call c when no
+// result of it is stored (or sent).
+func missingResult(c ToolCall) Message {
+	return Message{Role: RoleTool, ToolCallID: c.ID, Name: c.Name, ToolStatus: StatusError,
+		Content: strings.Replace(missingText, "%q", `"`+c.Name+`"`, 1)}
+}
+
 // turnState is one side's turn, or one sub-prompt of it: what its model
 // requests and their batches share.
 type turnState struct {
